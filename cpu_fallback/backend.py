@@ -1,0 +1,86 @@
+"""CpuBackend: NumPy arrays, plans that run views through numpy.matmul (BLAS)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from gpu_tc.options import Options
+from gpu_tc.problem import (
+    ContractionProblem,
+    ElementwiseProblem,
+    OperandLayout,
+    PermutationProblem,
+    ReductionProblem,
+    TensorSpec,
+)
+
+from .contraction import CpuContractionPlan
+from .elementwise import CpuElementwisePlan, CpuReductionPlan
+from .permute import CpuPermutationPlan
+
+
+class CpuBackend:
+    """The NumPy/BLAS backend: every plan executes on host memory."""
+
+    name = "cpu"
+    array_type = np.ndarray
+
+    def layout(self, array: np.ndarray) -> OperandLayout:
+        """Shape, strides in elements and dtype character of ``array``."""
+        itemsize = array.itemsize
+        return OperandLayout(
+            array.shape, tuple(s // itemsize for s in array.strides), array.dtype.char
+        )
+
+    def key_extra(self, arrays: Sequence[Any]) -> tuple[Any, ...]:
+        """Nothing besides the layouts: NumPy copes with any alignment."""
+        return ()
+
+    def empty(self, extents: tuple[int, ...], dtype: str) -> np.ndarray:
+        """A new C-ordered array."""
+        return np.empty(extents, dtype)
+
+    def cast(self, array: np.ndarray, dtype: str) -> np.ndarray:
+        """A C-ordered copy of ``array`` in ``dtype``."""
+        return np.array(array, dtype=dtype, order="C", copy=True)
+
+    def view(self, array: np.ndarray, spec: TensorSpec) -> np.ndarray:
+        """A read-only view with the extents and strides (in elements) of ``spec``."""
+        itemsize = array.itemsize
+        return as_strided(
+            array,
+            spec.extents,
+            tuple(s * itemsize for s in spec.strides),
+            writeable=False,
+        )
+
+    def overlaps(self, a: Any, b: Any) -> bool:
+        """Whether the memory of ``a`` and ``b`` may overlap (a bounds check)."""
+        return bool(np.may_share_memory(a, b))
+
+    def copy_into(self, source: np.ndarray, destination: np.ndarray) -> None:
+        """Copy ``source`` into ``destination``."""
+        np.copyto(destination, source)
+
+    def finish(self, result: np.ndarray) -> Any:
+        """A NumPy scalar for a 0-d result, as numpy.einsum returns."""
+        return result[()] if result.ndim == 0 else result
+
+    def contraction_plan(self, problem: ContractionProblem, options: Options) -> CpuContractionPlan:
+        """A GEMM lowering of ``problem`` (see gpu_tc.gemm)."""
+        return CpuContractionPlan(problem)
+
+    def permutation_plan(self, problem: PermutationProblem, options: Options) -> CpuPermutationPlan:
+        """A strided copy into B's layout."""
+        return CpuPermutationPlan(problem)
+
+    def reduction_plan(self, problem: ReductionProblem, options: Options) -> CpuReductionPlan:
+        """A ufunc reduction on a view."""
+        return CpuReductionPlan(problem)
+
+    def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> CpuElementwisePlan:
+        """NumPy ufuncs on broadcast views."""
+        return CpuElementwisePlan(problem)

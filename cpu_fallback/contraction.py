@@ -1,0 +1,107 @@
+"""Run a GEMM lowering (gpu_tc.gemm) with numpy.matmul on views and packed buffers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gpu_tc.gemm import (
+    BroadcastOperand,
+    EmptyLowering,
+    GemmLowering,
+    MatrixOperand,
+    MultiplyLowering,
+    lower,
+)
+from gpu_tc.problem import ContractionProblem
+
+from .permute import copy_permuted
+
+
+class CpuContractionPlan:
+    """D = alpha * A * B + beta * C on the CPU; ``route`` and ``reason`` say how."""
+
+    def __init__(self, problem: ContractionProblem) -> None:
+        self.problem = problem
+        self.lowering = lower(problem)
+        self.route = "blas:" + self.lowering.route
+        self.reason = self.lowering.reason
+
+    def __repr__(self) -> str:
+        return f"CpuContractionPlan(route={self.route!r}, reason={self.reason!r})"
+
+    def execute(
+        self, a: Any, b: Any, d: Any, alpha: complex = 1, beta: complex = 0, c: Any = None
+    ) -> None:
+        """Write the result into ``d``; ``c`` (D's shape) is read when beta != 0."""
+        low = self.lowering
+        if isinstance(low, GemmLowering):
+            self._gemm(low, a, b, d, alpha, beta, c)
+        elif isinstance(low, MultiplyLowering):
+            product = np.multiply(_broadcast(a, low.a), _broadcast(b, low.b), out=None if beta else d)
+            _finish(product, d, alpha, beta, c)
+        elif not low.d_empty:
+            _finish(None, d, alpha, beta, c)
+
+    def _gemm(self, low: GemmLowering, a: Any, b: Any, d: Any, alpha: complex, beta: complex, c: Any) -> None:
+        a_mat = _matrix(a, low.a)
+        b_mat = _matrix(b, low.b)
+        if not low.d.pack and beta == 0:
+            d_mat = d.transpose(low.d.perm).reshape(low.d.shape)
+            np.matmul(a_mat, b_mat, out=d_mat)
+            if alpha != 1:
+                np.multiply(d_mat, alpha, out=d_mat)
+            return
+        temp, unmerged = _buffer(low.d, d.dtype)
+        np.matmul(a_mat, b_mat, out=temp)
+        _finish(unmerged.transpose(np.argsort(low.d.perm)), d, alpha, beta, c)
+
+
+def _buffer(spec: MatrixOperand, dtype: Any) -> tuple[Any, Any]:
+    """A new matrix stack of ``spec.shape`` laid out as ``spec`` asks.
+
+    Returns:
+        The stack (batch..., rows, cols), and the same memory with every label of
+        ``spec.perm`` as its own axis, in ``perm`` order (for packing or unpacking).
+    """
+    axes = spec.memory_axes()
+    memory = np.empty([spec.grouped[i] for i in axes], dtype)
+    unmerged = memory.transpose(np.argsort(axes))
+    batch = spec.shape[:-2]
+    if spec.transposed:
+        return memory.reshape(batch + (spec.shape[-1], spec.shape[-2])).swapaxes(-1, -2), unmerged
+    return memory.reshape(spec.shape), unmerged
+
+
+def _matrix(x: Any, spec: MatrixOperand) -> Any:
+    """``x`` as a matrix stack: a view, or a packed copy when the lowering says so."""
+    grouped = x.transpose(spec.perm)
+    if not spec.pack:
+        return grouped.reshape(spec.shape)
+    stack, unmerged = _buffer(spec, x.dtype)
+    copy_permuted(grouped, unmerged)
+    return stack
+
+
+def _broadcast(x: Any, spec: BroadcastOperand) -> Any:
+    return x.transpose(spec.perm).reshape(spec.shape)
+
+
+def _finish(product: Any, d: Any, alpha: complex, beta: complex, c: Any) -> None:
+    """d = alpha * product + beta * c, where ``product`` may already be ``d`` or None (0)."""
+    if beta == 0:
+        if product is None:
+            d.fill(0)
+            return
+        if product is not d:
+            np.copyto(d, product) if alpha == 1 else np.multiply(product, alpha, out=d)
+        elif alpha != 1:
+            np.multiply(d, alpha, out=d)
+        return
+    if c is not d:
+        np.multiply(c, beta, out=d)
+    elif beta != 1:
+        np.multiply(d, beta, out=d)
+    if product is not None:
+        d += product if alpha == 1 else product * alpha

@@ -1,0 +1,65 @@
+"""gpu_tc: einsum-style tensor contraction on NumPy (CPU, BLAS) and CuPy (GPU) arrays.
+
+Example:
+    >>> import numpy as np, gpu_tc
+    >>> a, b = np.ones((2, 3)), np.ones((3, 4))
+    >>> gpu_tc.einsum("ij,jk->ik", a, b).shape
+    (2, 4)
+"""
+
+from .api import (
+    contract,
+    einsum,
+    elementwise_binary,
+    elementwise_trinary,
+    permute,
+    prepare,
+    reduce,
+    trace,
+)
+from .cache import CacheStats, PlanCache, plan_cache
+from .errors import (
+    BackendError,
+    DTypeError,
+    ExpressionError,
+    GpuTcError,
+    OperandError,
+    OptionsError,
+    OutputError,
+    PlanStateError,
+    ShapeError,
+    WorkspaceError,
+)
+from .options import BinaryOp, Options, ReduceOp, UnaryOp
+from .plan import Plan
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendError",
+    "BinaryOp",
+    "CacheStats",
+    "DTypeError",
+    "ExpressionError",
+    "GpuTcError",
+    "OperandError",
+    "Options",
+    "OptionsError",
+    "OutputError",
+    "Plan",
+    "PlanCache",
+    "PlanStateError",
+    "ReduceOp",
+    "ShapeError",
+    "UnaryOp",
+    "WorkspaceError",
+    "contract",
+    "einsum",
+    "elementwise_binary",
+    "elementwise_trinary",
+    "permute",
+    "plan_cache",
+    "prepare",
+    "reduce",
+    "trace",
+]

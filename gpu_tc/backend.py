@@ -1,0 +1,118 @@
+"""The Backend and Plan protocols, and the choice of backend by array type.
+
+The core never imports a backend at import time: the CPU backend (``cpu_fallback``) is
+imported on the first NumPy call, the GPU backend (``gpu_tc.cuda``) only when CuPy
+arrays arrive, which means CuPy is already imported by the caller.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Protocol, Sequence
+
+from .errors import OperandError
+from .options import Options
+from .problem import (
+    ContractionProblem,
+    ElementwiseProblem,
+    OperandLayout,
+    PermutationProblem,
+    ReductionProblem,
+    TensorSpec,
+)
+
+
+class PrimitivePlan(Protocol):
+    """A backend's executable plan for one primitive problem."""
+
+    route: str
+    reason: str
+
+
+class Backend(Protocol):
+    """What the core asks of a backend; arrays are the backend's own array type."""
+
+    name: str
+
+    def layout(self, array: Any) -> OperandLayout:
+        """Shape, strides in elements and dtype character of ``array``."""
+
+    def key_extra(self, arrays: Sequence[Any]) -> tuple[Any, ...]:
+        """Plain values besides the layouts that a plan depends on (device, alignment)."""
+
+    def empty(self, extents: tuple[int, ...], dtype: str) -> Any:
+        """A new C-ordered array."""
+
+    def cast(self, array: Any, dtype: str) -> Any:
+        """A C-ordered copy of ``array`` in ``dtype``."""
+
+    def view(self, array: Any, spec: TensorSpec) -> Any:
+        """A view of ``array`` with the extents and strides (elements) of ``spec``."""
+
+    def overlaps(self, a: Any, b: Any) -> bool:
+        """Whether the memory of ``a`` and ``b`` may overlap."""
+
+    def copy_into(self, source: Any, destination: Any) -> None:
+        """Copy ``source`` into ``destination`` (same shape)."""
+
+    def finish(self, result: Any) -> Any:
+        """The value handed to the caller for a new result (numpy: scalars for 0-d)."""
+
+    def contraction_plan(self, problem: ContractionProblem, options: Options) -> Any:
+        """A plan with ``execute(a, b, d, alpha, beta, c)``."""
+
+    def permutation_plan(self, problem: PermutationProblem, options: Options) -> Any:
+        """A plan with ``execute(a, b, alpha)``."""
+
+    def reduction_plan(self, problem: ReductionProblem, options: Options) -> Any:
+        """A plan with ``execute(a, d, alpha, beta, c)``."""
+
+    def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> Any:
+        """A plan with ``execute(a, b, c, d, alpha, beta, gamma)`` (b None if binary)."""
+
+
+_BACKENDS: dict[str, Backend] = {}
+_LOCK = threading.Lock()
+
+
+def _is_cupy_array(x: Any) -> bool:
+    cls = type(x)
+    return cls.__name__ == "ndarray" and cls.__module__.split(".")[0] == "cupy"
+
+
+def backend_named(name: str) -> Backend:
+    """The backend called ``name`` ("cpu" or "gpu"), made on first use."""
+    backend = _BACKENDS.get(name)
+    if backend is None:
+        with _LOCK:
+            backend = _BACKENDS.get(name)
+            if backend is None:
+                if name == "cpu":
+                    from cpu_fallback.backend import CpuBackend
+
+                    backend = CpuBackend()
+                else:
+                    from .cuda.backend import GpuBackend
+
+                    backend = GpuBackend()
+                _BACKENDS[name] = backend
+    return backend
+
+
+def select_backend(operands: Sequence[Any], context: str) -> Backend:
+    """The backend for these operands: NumPy (or array-likes) -> CPU, CuPy -> GPU.
+
+    Raises:
+        OperandError: NumPy and CuPy operands are mixed.
+    """
+    on_gpu = [_is_cupy_array(x) for x in operands]
+    if any(on_gpu):
+        if not all(on_gpu):
+            host = on_gpu.index(False)
+            raise OperandError(
+                f"operand {host} is a {type(operands[host]).__name__} but operand "
+                f"{on_gpu.index(True)} is a CuPy array in {context}: move every operand "
+                "to one device"
+            )
+        return backend_named("gpu")
+    return backend_named("cpu")

@@ -1,0 +1,165 @@
+"""Plans built of primitive backend plans: EinsumPlan and the single-stage StagePlan.
+
+Both execute as ``execute(operands, out, scalars, c)`` into a checked ``out``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable, Sequence
+
+from .backend import Backend
+from .cache import PlanCache
+from .options import Options
+from .paths import EinsumProgram, OperandPrep
+from .problem import (
+    ContractionProblem,
+    ElementwiseProblem,
+    PermutationProblem,
+    ReductionProblem,
+    TensorSpec,
+)
+
+PrimitiveProblem = ContractionProblem | PermutationProblem | ReductionProblem | ElementwiseProblem
+
+
+def primitive_plan(
+    backend: Backend,
+    problem: PrimitiveProblem,
+    options: Options,
+    extra: Hashable,
+    cache: PlanCache,
+) -> Any:
+    """The backend's plan for ``problem``, from the cache or built (by canonical labels)."""
+    canonical = problem.canonical()
+    key = (type(problem).__name__, canonical, backend.name, extra, options)
+    builders = {
+        ContractionProblem: backend.contraction_plan,
+        PermutationProblem: backend.permutation_plan,
+        ReductionProblem: backend.reduction_plan,
+        ElementwiseProblem: backend.elementwise_plan,
+    }
+    build = builders[type(problem)]
+    return cache.get_or_build(key, lambda: build(canonical, options))  # type: ignore[operator]
+
+
+class _Operand:
+    """Per-call preparation of one operand: cast, strided view, early reduction."""
+
+    __slots__ = ("cast", "view", "reduction", "extents")
+
+    def __init__(self, prep: OperandPrep, plan_for: Any) -> None:
+        self.cast = prep.cast
+        self.view = prep.spec if prep.view else None
+        self.reduction = None if prep.reduction is None else plan_for(prep.reduction)
+        self.extents = prep.result.extents
+
+    def __call__(self, backend: Backend, x: Any, dtype: str) -> Any:
+        if self.cast:
+            x = backend.cast(x, dtype)
+        if self.view is not None:
+            x = backend.view(x, self.view)
+        if self.reduction is not None:
+            reduced = backend.empty(self.extents, dtype)
+            self.reduction.execute(x, reduced, 1, 0, None)
+            x = reduced
+        return x
+
+
+def _describe(stages: Sequence[Any]) -> tuple[str, str]:
+    route = stages[0].route if len(stages) == 1 else "+".join(s.route for s in stages)
+    return route, "; ".join(f"{s.route}: {s.reason}" for s in stages)
+
+
+class EinsumPlan:
+    """Runs one EinsumProgram; every primitive plan comes through the plan cache.
+
+    ``route`` and ``reason`` describe each stage, in order.
+    """
+
+    def __init__(
+        self,
+        program: EinsumProgram,
+        backend: Backend,
+        options: Options,
+        extra: Hashable,
+        cache: PlanCache,
+    ) -> None:
+        self.program = program
+        self.backend = backend
+        self.output: TensorSpec = program.output
+        self.context = f"einsum({program.expression.text!r})"
+
+        def plan_for(problem: PrimitiveProblem) -> Any:
+            return primitive_plan(backend, problem, options, extra, cache)
+
+        self._dtype = program.dtype
+        self._operands = tuple(_Operand(prep, plan_for) for prep in program.operands)
+        self._steps = tuple(
+            (step.lhs, step.rhs, plan_for(step.problem), step.problem.d.extents)
+            for step in program.steps
+        )
+        self._final = self._steps[-1][2] if self._steps else plan_for(program.final)
+        self._single_permute = isinstance(program.final, PermutationProblem)
+        stages = [op.reduction for op in self._operands if op.reduction is not None]
+        stages += [plan for _, _, plan, _ in self._steps] or [self._final]
+        self.route, self.reason = _describe(stages)
+
+    def execute(self, operands: Sequence[Any], out: Any, scalars: tuple, c: Any) -> Any:
+        """Compute alpha * einsum + beta * c into ``out``; ``scalars`` is (alpha, beta)."""
+        backend, dtype = self.backend, self._dtype
+        alpha, beta = scalars
+        arrays = [prep(backend, x, dtype) for prep, x in zip(self._operands, operands)]
+        if not self._steps:
+            if self._single_permute:
+                self._final.execute(arrays[0], out, alpha)
+            else:
+                self._final.execute(arrays[0], out, alpha, beta, c)
+            return out
+        last = len(self._steps) - 1
+        for index, (lhs, rhs, plan, extents) in enumerate(self._steps):
+            b = arrays.pop(rhs)
+            a = arrays.pop(lhs)
+            if index == last:
+                plan.execute(a, b, out, alpha, beta, c)
+            else:
+                d = backend.empty(extents, dtype)
+                plan.execute(a, b, d, 1, 0, None)
+                arrays.append(d)
+        return out
+
+
+class StagePlan:
+    """One permutation, reduction or element-wise problem with its operand preparation."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        problem: PrimitiveProblem,
+        options: Options,
+        extra: Hashable,
+        cache: PlanCache,
+        preps: Sequence[OperandPrep],
+        context: str,
+    ) -> None:
+        self.backend = backend
+        self.problem = problem
+        self.output: TensorSpec = problem.d if not isinstance(problem, PermutationProblem) else problem.b
+        self.context = context
+        self._dtype = self.output.dtype
+        self._plan = primitive_plan(backend, problem, options, extra, cache)
+        self._operands = tuple(_Operand(prep, None) for prep in preps)
+        self.route, self.reason = _describe([self._plan])
+
+    def execute(self, operands: Sequence[Any], out: Any, scalars: tuple, c: Any) -> Any:
+        """Run the stage into ``out`` with the operation's scalars."""
+        arrays = [prep(self.backend, x, self._dtype) for prep, x in zip(self._operands, operands)]
+        problem, plan = self.problem, self._plan
+        if isinstance(problem, PermutationProblem):
+            plan.execute(arrays[0], out, scalars[0])
+        elif isinstance(problem, ReductionProblem):
+            plan.execute(arrays[0], out, scalars[0], scalars[1], c)
+        elif problem.b is None:
+            plan.execute(arrays[0], None, arrays[1], out, scalars[0], 1, scalars[1])
+        else:
+            plan.execute(arrays[0], arrays[1], arrays[2], out, *scalars)
+        return out

@@ -1,0 +1,57 @@
+"""The one exception family of gpu_tc.
+
+Every class subclasses both :class:`GpuTcError` and the built-in exception a caller
+would expect, so ``except ValueError`` and ``except gpu_tc.GpuTcError`` both work.
+Messages name the expression and the offending label, operand or value.
+"""
+
+from __future__ import annotations
+
+
+class GpuTcError(Exception):
+    """Base class of every error raised by gpu_tc."""
+
+
+class ExpressionError(GpuTcError, ValueError):
+    """The subscripts string is malformed or does not match the operands."""
+
+
+class ShapeError(GpuTcError, ValueError):
+    """Ranks, extents or axes do not fit the expression."""
+
+
+class DTypeError(GpuTcError, TypeError):
+    """An operand or output has a dtype gpu_tc does not compute."""
+
+
+class OperandError(GpuTcError, TypeError):
+    """Operands of different array types, devices or unknown kinds were mixed."""
+
+
+class OutputError(GpuTcError, ValueError):
+    """The ``out`` argument has the wrong shape, dtype, type or is not writable."""
+
+
+class OptionsError(GpuTcError, ValueError):
+    """An Options field or an operator argument holds an invalid value."""
+
+
+class PlanStateError(GpuTcError, RuntimeError):
+    """A plan was used after free()."""
+
+
+class BackendError(GpuTcError, RuntimeError):
+    """A backend library call failed; ``status`` holds the library's status name."""
+
+    def __init__(self, message: str, status: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class WorkspaceError(GpuTcError, MemoryError):
+    """Not even the minimum workspace of a plan could be allocated."""
+
+
+def internal(message: str) -> AssertionError:
+    """Return the error for a broken invariant (a bug in gpu_tc, not in the input)."""
+    return AssertionError(f"internal error: {message}")

@@ -1,0 +1,96 @@
+"""NumPy meanings of the operator Enums, shared by the reference kernel and the CPU.
+
+The GPU backend passes the Enum values to cuTENSOR instead; these functions define
+what both must compute.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from .errors import DTypeError
+from .options import BinaryOp, ReduceOp, UnaryOp
+
+_REAL_ONLY_UNARY = frozenset({UnaryOp.RELU, UnaryOp.CEIL, UnaryOp.FLOOR, UnaryOp.SIGMOID})
+_REAL_ONLY_BINARY = frozenset({BinaryOp.MAX, BinaryOp.MIN})
+
+
+def _sigmoid(x: Any, out: Any = None) -> Any:
+    result = np.negative(x, out=out)
+    np.exp(result, out=result)
+    np.add(result, 1, out=result)
+    return np.reciprocal(result, out=result)
+
+
+def _relu(x: Any, out: Any = None) -> Any:
+    return np.maximum(x, 0, out=out)
+
+
+def _identity(x: Any, out: Any = None) -> Any:
+    if out is None:
+        return np.array(x, copy=True)
+    np.copyto(out, x)
+    return out
+
+
+UNARY: dict[UnaryOp, Callable[..., Any]] = {
+    UnaryOp.IDENTITY: _identity,
+    UnaryOp.SQRT: np.sqrt,
+    UnaryOp.RELU: _relu,
+    UnaryOp.CONJ: np.conjugate,
+    UnaryOp.RCP: np.reciprocal,
+    UnaryOp.SIGMOID: _sigmoid,
+    UnaryOp.TANH: np.tanh,
+    UnaryOp.EXP: np.exp,
+    UnaryOp.LOG: np.log,
+    UnaryOp.ABS: np.absolute,
+    UnaryOp.NEG: np.negative,
+    UnaryOp.SIN: np.sin,
+    UnaryOp.COS: np.cos,
+    UnaryOp.TAN: np.tan,
+    UnaryOp.SINH: np.sinh,
+    UnaryOp.COSH: np.cosh,
+    UnaryOp.ASIN: np.arcsin,
+    UnaryOp.ACOS: np.arccos,
+    UnaryOp.ATAN: np.arctan,
+    UnaryOp.ASINH: np.arcsinh,
+    UnaryOp.ACOSH: np.arccosh,
+    UnaryOp.ATANH: np.arctanh,
+    UnaryOp.CEIL: np.ceil,
+    UnaryOp.FLOOR: np.floor,
+}
+
+BINARY: dict[BinaryOp, Any] = {
+    BinaryOp.ADD: np.add,
+    BinaryOp.MUL: np.multiply,
+    BinaryOp.MAX: np.maximum,
+    BinaryOp.MIN: np.minimum,
+}
+
+REDUCE: dict[ReduceOp, Any] = {
+    ReduceOp.SUM: np.add,
+    ReduceOp.PROD: np.multiply,
+    ReduceOp.MAX: np.maximum,
+    ReduceOp.MIN: np.minimum,
+}
+
+
+def check_op(op: Any, kind: type, dtype: str, context: str) -> None:
+    """Check that ``op`` is a member of the Enum ``kind`` that applies to ``dtype``.
+
+    Raises:
+        DTypeError: ``op`` is not a ``kind``, or it orders values of a complex dtype.
+    """
+    if not isinstance(op, kind):
+        raise DTypeError(f"{op!r} is not a {kind.__name__} in {context}")
+    complex_dtype = np.dtype(dtype).kind == "c"
+    real_only = op in _REAL_ONLY_UNARY or op in _REAL_ONLY_BINARY or (
+        kind is ReduceOp and op in (ReduceOp.MAX, ReduceOp.MIN)
+    )
+    if complex_dtype and real_only:
+        raise DTypeError(
+            f"{kind.__name__}.{op.name} orders values and is not defined for complex dtype "
+            f"{np.dtype(dtype).name} in {context}"
+        )

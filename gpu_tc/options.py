@@ -1,0 +1,86 @@
+"""Enums for operators and the frozen Options that join every plan key.
+
+Operator values are cuTENSOR's ``cutensorOperator_t`` numbers, so the GPU backend can
+pass them through unchanged.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from .errors import OptionsError
+
+
+class UnaryOp(enum.IntEnum):
+    """Element-wise operator applied to an operand before it is combined."""
+
+    IDENTITY = 1
+    SQRT = 2
+    RELU = 8
+    CONJ = 9
+    RCP = 10
+    SIGMOID = 11
+    TANH = 12
+    EXP = 22
+    LOG = 23
+    ABS = 24
+    NEG = 25
+    SIN = 26
+    COS = 27
+    TAN = 28
+    SINH = 29
+    COSH = 30
+    ASIN = 31
+    ACOS = 32
+    ATAN = 33
+    ASINH = 34
+    ACOSH = 35
+    ATANH = 36
+    CEIL = 37
+    FLOOR = 38
+
+
+class BinaryOp(enum.IntEnum):
+    """Operator combining two operands element-wise."""
+
+    ADD = 3
+    MUL = 5
+    MAX = 6
+    MIN = 7
+
+
+class ReduceOp(enum.IntEnum):
+    """Operator folding the reduced labels of a reduction."""
+
+    SUM = 3
+    PROD = 5
+    MAX = 6
+    MIN = 7
+
+
+@dataclass(frozen=True)
+class Options:
+    """Settings that change how a plan is built; part of every plan key.
+
+    Attributes:
+        workspace_limit: Upper bound in bytes on a GPU plan's workspace (None: the
+            size cuTENSOR recommends).
+        allow_cublas: Let GEMM-like GPU contractions run through cuBLAS.
+    """
+
+    workspace_limit: int | None = None
+    allow_cublas: bool = True
+
+    def __post_init__(self) -> None:
+        if self.workspace_limit is not None and (
+            not isinstance(self.workspace_limit, int) or self.workspace_limit < 0
+        ):
+            raise OptionsError(
+                f"workspace_limit must be a non-negative int or None, got {self.workspace_limit!r}"
+            )
+        if not isinstance(self.allow_cublas, bool):
+            raise OptionsError(f"allow_cublas must be a bool, got {self.allow_cublas!r}")
+
+
+DEFAULT_OPTIONS = Options()

@@ -1,0 +1,111 @@
+"""Plan: a held einsum plan with execute / free and a context manager."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .backend import Backend
+from .errors import OutputError, PlanStateError, ShapeError
+from .problem import OperandLayout
+
+
+class Plan:
+    """An einsum planned for operands of fixed shapes, strides and dtypes.
+
+    Made by :func:`gpu_tc.prepare`. ``route`` and ``reason`` say how each stage runs.
+    After :meth:`free` the plan refuses to execute.
+
+    Example:
+        >>> import numpy as np, gpu_tc
+        >>> a = np.ones((2, 2))
+        >>> plan = gpu_tc.prepare("ij,jk->ik", a, a)
+        >>> plan.route
+        'blas:small'
+        >>> plan.free()
+    """
+
+    def __init__(
+        self,
+        subscripts: str,
+        plan: Any,
+        backend: Backend,
+        layouts: Sequence[OperandLayout],
+        out: Any,
+    ) -> None:
+        self.subscripts = subscripts
+        self.backend = backend.name
+        self._plan: Any = plan
+        self._backend = backend
+        self._layouts = tuple(layouts)
+        self._out_layout = None if out is None else backend.layout(out)
+
+    @property
+    def route(self) -> str:
+        """The route of each stage, joined by "+"."""
+        return self._live().route
+
+    @property
+    def reason(self) -> str:
+        """Why each stage takes its route."""
+        return self._live().reason
+
+    def execute(self, *operands: Any, out: Any = None) -> Any:
+        """Run the plan on operands laid out like the ones it was prepared for.
+
+        Raises:
+            ShapeError: an operand's shape, strides or dtype differ from the plan's.
+            OutputError: ``out`` differs from the ``out`` the plan was prepared with.
+            PlanStateError: the plan was freed.
+        """
+        from .api import _host_operands, _run  # the API module imports this one
+
+        plan = self._live()
+        operands = _host_operands(self._backend, operands)
+        if len(operands) != len(self._layouts):
+            raise ShapeError(
+                f"the plan for {self.subscripts!r} takes {len(self._layouts)} operand(s), "
+                f"got {len(operands)}"
+            )
+        for index, (x, expected) in enumerate(zip(operands, self._layouts)):
+            got = self._backend.layout(x)
+            if got != expected:
+                raise ShapeError(
+                    f"operand {index} has shape {got.shape}, strides {got.strides} and dtype "
+                    f"{got.dtype!r} but the plan for {self.subscripts!r} was prepared for "
+                    f"{expected.shape}, {expected.strides} and {expected.dtype!r}"
+                )
+        given = None if out is None else self._backend.layout(out)
+        if given != self._out_layout and not (given is not None and self._out_layout is None):
+            raise OutputError(
+                f"out does not match the out the plan for {self.subscripts!r} was prepared with"
+            )
+        if given is not None and self._out_layout is None:
+            if tuple(out.shape) != plan.output.extents or out.dtype.char != plan.output.dtype:
+                raise OutputError(
+                    f"out has shape {tuple(out.shape)} and dtype {out.dtype} but the plan for "
+                    f"{self.subscripts!r} gives {plan.output.extents} and {plan.output.dtype!r}"
+                )
+        return _run(plan, self._backend, operands, out, (1, 0), None)
+
+    def free(self) -> None:
+        """Release the plan's resources; the plan cannot execute afterwards."""
+        self._plan = None
+
+    def __enter__(self) -> Plan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.free()
+
+    def __repr__(self) -> str:
+        if self._plan is None:
+            return f"Plan({self.subscripts!r}, backend={self.backend!r}, freed)"
+        return (
+            f"Plan({self.subscripts!r}, backend={self.backend!r}, route={self.route!r}, "
+            f"reason={self.reason!r})"
+        )
+
+    def _live(self) -> Any:
+        if self._plan is None:
+            raise PlanStateError(f"the plan for {self.subscripts!r} was freed")
+        return self._plan

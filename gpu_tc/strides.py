@@ -1,0 +1,59 @@
+"""Stride groups: merge a group of labels into one (extent, stride) descriptor.
+
+A group (M, N, K or batch) of labels can be viewed as one axis of an operand when, in
+the chosen order, each outer label's stride equals the next inner label's stride times
+its extent. Labels of extent 1 never block a merge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .problem import TensorSpec
+
+
+@dataclass(frozen=True)
+class Merged:
+    """A group of labels viewed as one axis."""
+
+    extent: int
+    stride: int | None  # None: the group has no label of extent > 1 (any stride fits)
+
+
+def merge(spec: TensorSpec, order: Sequence[str]) -> Merged | None:
+    """The group ``order`` (outermost first) of ``spec`` as one axis, or None."""
+    extent = 1
+    stride: int | None = None
+    for label in reversed(order):  # innermost first
+        e = spec.extent(label)
+        if e == 1:
+            continue
+        s = spec.stride(label)
+        if stride is None:
+            stride = s
+        elif s != stride * extent:
+            return None
+        extent *= e
+    return Merged(extent, stride)
+
+
+def order_by_stride(spec: TensorSpec, labels: str) -> str:
+    """``labels`` ordered outermost first by this operand's strides (|stride| falling)."""
+    return "".join(sorted(labels, key=lambda x: -abs(spec.stride(x))))
+
+
+def is_blas_matrix(rows: Merged, cols: Merged) -> bool:
+    """Whether BLAS can read the matrix (rows x cols) in place.
+
+    One of the two axes must have unit stride and the other a positive leading
+    dimension at least as large as the unit axis' extent; a vector needs a positive
+    stride.
+    """
+    if rows.extent <= 1 or cols.extent <= 1:
+        single = cols if rows.extent <= 1 else rows
+        return single.extent <= 1 or (single.stride is not None and single.stride > 0)
+    r, c = rows.stride, cols.stride
+    if r is None or c is None:
+        raise AssertionError("internal error: a merged axis of extent > 1 has no stride")
+    return (c == 1 and r >= cols.extent) or (r == 1 and c >= rows.extent)
