@@ -14,7 +14,7 @@ from gpu_tc.gemm import (
     MultiplyLowering,
     lower,
 )
-from gpu_tc.problem import ContractionProblem
+from gpu_tc.problem import ContractionProblem, contiguous_spec
 
 from .permute import copy_permuted
 
@@ -27,6 +27,7 @@ class CpuContractionPlan:
         self.lowering = lower(problem)
         self.route = "blas:" + self.lowering.route
         self.reason = self.lowering.reason
+        self.fresh = _fresh_call(self.lowering, problem)
 
     def __repr__(self) -> str:
         return f"CpuContractionPlan(route={self.route!r}, reason={self.reason!r})"
@@ -82,6 +83,49 @@ def _matrix(x: Any, spec: MatrixOperand) -> Any:
     stack, unmerged = _buffer(spec, x.dtype)
     copy_permuted(grouped, unmerged)
     return stack
+
+
+def _shaper(perm: tuple[int, ...], grouped: tuple[int, ...], shape: tuple[int, ...]) -> Any:
+    """A function viewing an operand as ``shape``, or None when it already is that."""
+    identity = perm == tuple(range(len(perm)))
+    if identity and grouped == shape:
+        return None
+    if identity:
+        return lambda x: x.reshape(shape)
+    return lambda x: x.transpose(perm).reshape(shape)
+
+
+def _fresh_call(low: Any, problem: ContractionProblem) -> Any:
+    """``f(a, b)`` returning D as a new C-ordered array, when the GEMM (or the broadcast
+    product) naturally produces D's labels in D's order; else None.
+
+    This lets a warm small call be one numpy.matmul: no output allocation of ours.
+    """
+    d = problem.d
+    if d.strides != contiguous_spec(d.labels, d.extents, d.dtype).strides:
+        return None
+    if isinstance(low, MultiplyLowering):
+        kernel, d_shape = np.multiply, d.extents
+        fa = _shaper(low.a.perm, (), low.a.shape)
+        fb = _shaper(low.b.perm, (), low.b.shape)
+    elif (
+        isinstance(low, GemmLowering)
+        and not (low.a.pack or low.b.pack or low.d.pack)
+        and low.d.perm == tuple(range(len(low.d.perm)))
+    ):
+        kernel, d_shape = np.matmul, low.d.grouped
+        fa = _shaper(low.a.perm, low.a.grouped, low.a.shape)
+        fb = _shaper(low.b.perm, low.b.grouped, low.b.shape)
+        if fa is None and fb is None and d_shape == low.d.shape:
+            return np.matmul
+    else:
+        return None
+
+    def fresh(a: Any, b: Any) -> Any:
+        result = kernel(a if fa is None else fa(a), b if fb is None else fb(b))
+        return result.reshape(d_shape)
+
+    return fresh
 
 
 def _broadcast(x: Any, spec: BroadcastOperand) -> Any:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
@@ -30,6 +30,9 @@ class PlanCache:
     backend, device, options): never pointers, ``id()`` or ``hash()`` values. An
     evicted plan is only dropped: a caller still holding it can keep using it.
 
+    Each entry carries the tick of its last use, so a hit hashes its key once and
+    updates one list slot; the least recently used entry is found when evicting.
+
     Example:
         >>> cache = PlanCache(capacity=2)
         >>> cache.get_or_build(("k",), lambda: "plan")
@@ -40,7 +43,8 @@ class PlanCache:
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self._lock = threading.Lock()
-        self._plans: OrderedDict[Hashable, Any] = OrderedDict()
+        self._entries: dict[Hashable, list[Any]] = {}  # key -> [plan, last-use tick]
+        self._ticks = itertools.count()
         self._capacity = _check_capacity(capacity)
         self._hits = self._misses = self._evictions = 0
 
@@ -55,42 +59,53 @@ class PlanCache:
             self._capacity = _check_capacity(value)
             self._evict()
 
+    def peek(self, key: Hashable) -> Any:
+        """The plan under ``key`` (counted as a hit and marked as just used), or None.
+
+        Lock-free: a dict lookup and a list store are atomic under the GIL, so a hit
+        costs no lock (a warm call's whole budget is a few microseconds); the hit
+        counter may miss an increment when threads race on it, never a plan.
+        """
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        entry[1] = next(self._ticks)
+        self._hits += 1
+        return entry[0]
+
     def get_or_build(self, key: Hashable, build: Callable[[], Any]) -> Any:
         """The plan stored under ``key``, built by ``build()`` on a miss.
 
         The build runs outside the lock, so a slow build never blocks other keys;
         when two threads build the same key at once, the first stored plan wins.
         """
-        plans = self._plans
+        plan = self.peek(key)
+        if plan is not None:
+            return plan
         with self._lock:
-            plan = plans.get(key)
-            if plan is not None:
-                plans.move_to_end(key)
-                self._hits += 1
-                return plan
             self._misses += 1
         built = build()
         with self._lock:
-            plan = plans.setdefault(key, built)
-            plans.move_to_end(key)
+            entry = self._entries.setdefault(key, [built, 0])
+            entry[1] = next(self._ticks)
             self._evict()
-        return plan
+        return entry[0]
 
     def stats(self) -> CacheStats:
         """Hits, misses, evictions, current size and capacity."""
         with self._lock:
             return CacheStats(
-                self._hits, self._misses, self._evictions, len(self._plans), self._capacity
+                self._hits, self._misses, self._evictions, len(self._entries), self._capacity
             )
 
     def clear(self) -> None:
         """Drop every plan and reset the counters."""
         with self._lock:
-            self._plans.clear()
+            self._entries.clear()
             self._hits = self._misses = self._evictions = 0
 
     def __len__(self) -> int:
-        return len(self._plans)
+        return len(self._entries)
 
     def __repr__(self) -> str:
         s = self.stats()
@@ -100,8 +115,10 @@ class PlanCache:
         )
 
     def _evict(self) -> None:
-        while len(self._plans) > self._capacity:
-            self._plans.popitem(last=False)
+        entries = self._entries
+        while len(entries) > self._capacity:
+            oldest = min(entries, key=lambda k: entries[k][1])
+            del entries[oldest]
             self._evictions += 1
 
 

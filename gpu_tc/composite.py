@@ -100,6 +100,14 @@ class EinsumPlan:
         )
         self._final = self._steps[-1][2] if self._steps else plan_for(program.final)
         self._single_permute = isinstance(program.final, PermutationProblem)
+        # A warm call may skip all of execute(): one step on untouched operands into a
+        # new C-ordered result, which the backend plan can produce by itself.
+        untouched = all(
+            not op.cast and op.view is None and op.reduction is None for op in self._operands
+        )
+        self.fast = None
+        if len(self._steps) == 1 and untouched and program.output_is_new:
+            self.fast = getattr(self._final, "fresh", None)
         stages = [op.reduction for op in self._operands if op.reduction is not None]
         stages += [plan for _, _, plan, _ in self._steps] or [self._final]
         self.route, self.reason = _describe(stages)

@@ -73,6 +73,7 @@ class EinsumProgram:
     steps: tuple[Step, ...]
     final: ContractionProblem | PermutationProblem | ReductionProblem
     output: TensorSpec
+    output_is_new: bool  # the result is a new C-ordered array (no ``out``)
 
 
 def build_program(
@@ -99,10 +100,15 @@ def build_program(
     if output_strides is not None:
         output = TensorSpec(expression.output, out_extents, output_strides, dtype)
 
-    preps = []
-    for index, (term, layout) in enumerate(zip(expression.terms, layouts)):
-        others = "".join(t for i, t in enumerate(expression.terms) if i != index)
-        preps.append(prepare_operand(term, layout, dtype, extents, others + expression.output))
+    preps = [prepare_operand(t, lay, dtype, extents) for t, lay in zip(expression.terms, layouts)]
+    # What another operand needs is known only after broadcast axes were dropped.
+    preps = [
+        reduce_unneeded(
+            prep,
+            "".join(p.spec.labels for j, p in enumerate(preps) if j != index) + expression.output,
+        )
+        for index, prep in enumerate(preps)
+    ]
 
     if len(preps) == 1:
         spec = preps[0].spec
@@ -112,39 +118,48 @@ def build_program(
         else:
             final = ReductionProblem(spec, output)
         return EinsumProgram(
-            expression, dtype, (replace(preps[0], reduction=None),), (), final, output
+            expression,
+            dtype,
+            (replace(preps[0], reduction=None),),
+            (),
+            final,
+            output,
+            output_strides is None,
         )
 
     steps = _pairwise_steps([p.result for p in preps], output, extents)
-    return EinsumProgram(expression, dtype, tuple(preps), steps, steps[-1].problem, output)
+    return EinsumProgram(
+        expression, dtype, tuple(preps), steps, steps[-1].problem, output, output_strides is None
+    )
 
 
 def prepare_operand(
-    term: str,
-    layout: OperandLayout,
-    dtype: str,
-    extents: dict[str, int],
-    needed: str | None = None,
+    term: str, layout: OperandLayout, dtype: str, extents: dict[str, int]
 ) -> OperandPrep:
-    """How the operand with ``term`` and ``layout`` enters the computation.
+    """How the operand with ``term`` and ``layout`` becomes a tensor of unique labels.
 
     Args:
         term: The operand's labels, one per axis (repeats allowed).
         layout: Its raw layout.
         dtype: The compute dtype; another dtype means a cast (a C-ordered copy).
         extents: The broadcast extent of every label.
-        needed: Labels wanted downstream; the others are summed first. None: keep all.
     """
     cast = layout.dtype != dtype
     if cast:
         layout = OperandLayout(layout.shape, contiguous_spec(term, layout.shape, dtype).strides, dtype)
     spec = operand_spec(term, layout, extents)
     view = spec.labels != term or spec.strides != layout.strides
-    kept = spec.labels if needed is None else "".join(x for x in spec.labels if x in needed)
-    reduction = None
-    if kept != spec.labels:
-        reduction = ReductionProblem(spec, contiguous_spec(kept, [spec.extent(x) for x in kept], dtype))
-    return OperandPrep(cast, view, spec, reduction)
+    return OperandPrep(cast, view, spec, None)
+
+
+def reduce_unneeded(prep: OperandPrep, needed: str) -> OperandPrep:
+    """``prep`` with a reduction of the labels that are not in ``needed``."""
+    spec = prep.spec
+    kept = "".join(x for x in spec.labels if x in needed)
+    if kept == spec.labels:
+        return prep
+    d = contiguous_spec(kept, [spec.extent(x) for x in kept], spec.dtype)
+    return replace(prep, reduction=ReductionProblem(spec, d))
 
 
 def _pairwise_steps(
