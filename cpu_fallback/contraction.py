@@ -8,7 +8,6 @@ import numpy as np
 
 from gpu_tc.gemm import (
     BroadcastOperand,
-    EmptyLowering,
     GemmLowering,
     MatrixOperand,
     MultiplyLowering,
@@ -40,12 +39,16 @@ class CpuContractionPlan:
         if isinstance(low, GemmLowering):
             self._gemm(low, a, b, d, alpha, beta, c)
         elif isinstance(low, MultiplyLowering):
-            product = np.multiply(_broadcast(a, low.a), _broadcast(b, low.b), out=None if beta else d)
+            product = np.multiply(
+                _broadcast(a, low.a), _broadcast(b, low.b), out=None if beta else d
+            )
             _finish(product, d, alpha, beta, c)
         elif not low.d_empty:
             _finish(None, d, alpha, beta, c)
 
-    def _gemm(self, low: GemmLowering, a: Any, b: Any, d: Any, alpha: complex, beta: complex, c: Any) -> None:
+    def _gemm(
+        self, low: GemmLowering, a: Any, b: Any, d: Any, alpha: complex, beta: complex, c: Any
+    ) -> None:
         a_mat = _matrix(a, low.a)
         b_mat = _matrix(b, low.b)
         if not low.d.pack and beta == 0:
@@ -104,6 +107,7 @@ def _fresh_call(low: Any, problem: ContractionProblem) -> Any:
     d = problem.d
     if d.strides != contiguous_spec(d.labels, d.extents, d.dtype).strides:
         return None
+    kernel: Any
     if isinstance(low, MultiplyLowering):
         kernel, d_shape = np.multiply, d.extents
         fa = _shaper(low.a.perm, (), low.a.shape)

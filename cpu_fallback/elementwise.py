@@ -75,7 +75,14 @@ class CpuElementwisePlan:
         return f"CpuElementwisePlan(route={self.route!r}, reason={self.reason!r})"
 
     def execute(
-        self, a: Any, b: Any, c: Any, d: Any, alpha: complex = 1, beta: complex = 1, gamma: complex = 1
+        self,
+        a: Any,
+        b: Any,
+        c: Any,
+        d: Any,
+        alpha: complex = 1,
+        beta: complex = 1,
+        gamma: complex = 1,
     ) -> None:
         """Write the result into ``d``."""
         p = self.problem

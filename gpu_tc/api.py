@@ -9,7 +9,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -240,8 +241,8 @@ def trace(a: Any, axis1: int = 0, axis2: int = 1, *, out: Any = None) -> Any:
         raise ShapeError(f"axis1 and axis2 are both axis {axes[0]} in {context}")
     layout = backend.layout(a)
     dtype = _result_dtype([a], context)
-    key = ("trace", layout.shape, layout.strides, layout.dtype, tuple(axes), _out_key(out))
-    key += (backend.key_extra([a]),)
+    extra = backend.key_extra([a])
+    key = ("trace", layout.shape, layout.strides, layout.dtype, tuple(axes), _out_key(out), extra)
 
     def build() -> StagePlan:
         kept = [i for i in range(ndim) if i not in axes]
@@ -256,7 +257,7 @@ def trace(a: Any, axis1: int = 0, axis2: int = 1, *, out: Any = None) -> Any:
         prep = OperandPrep(layout.dtype != dtype, True, prep.spec, None)
         output = _output_spec(labels[:-1], prep.spec.extents[:-1], dtype, out, backend, context)
         problem = ReductionProblem(prep.spec, output)
-        return StagePlan(backend, problem, DEFAULT_OPTIONS, key[-1], PLAN_CACHE, [prep], context)
+        return StagePlan(backend, problem, DEFAULT_OPTIONS, extra, PLAN_CACHE, [prep], context)
 
     plan = PLAN_CACHE.get_or_build(key, build)
     return _run(plan, backend, [a], out, (1, 0), None)
@@ -477,7 +478,9 @@ def _stage(
         layouts = [backend.layout(x) for x in operands]
         extents = label_extents(expression, layouts)
         _check_stage_labels(kind, expression.terms, expression.output, context)
-        preps = [prepare_operand(t, lay, dtype, extents) for t, lay in zip(expression.terms, layouts)]
+        preps = [
+            prepare_operand(t, lay, dtype, extents) for t, lay in zip(expression.terms, layouts)
+        ]
         output = _output_spec(
             expression.output, [extents[x] for x in expression.output], dtype, out, backend, context
         )
@@ -485,7 +488,9 @@ def _stage(
         return StagePlan(backend, problem, DEFAULT_OPTIONS, key[-1], PLAN_CACHE, preps, context)
 
     plan = PLAN_CACHE.get_or_build(key, build)
-    _check_scalars(subscripts, plan.output.dtype, **{f"scalar{i}": s for i, s in enumerate(scalars)})
+    _check_scalars(
+        subscripts, plan.output.dtype, **{f"scalar{i}": s for i, s in enumerate(scalars)}
+    )
     if c is not None:
         c = _checked_c(_host_operands(backend, [c])[0], plan.output, backend, subscripts)
     return _run(plan, backend, operands, out, scalars, c)

@@ -8,7 +8,8 @@ arrays arrive, which means CuPy is already imported by the caller.
 from __future__ import annotations
 
 import threading
-from typing import Any, Protocol, Sequence
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from .errors import OperandError
 from .options import Options

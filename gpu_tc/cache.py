@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable
+from typing import Any
 
 from .errors import OptionsError
 

@@ -5,7 +5,8 @@ Both execute as ``execute(operands, out, scalars, c)`` into a checked ``out``.
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Sequence
+from collections.abc import Hashable, Sequence
+from typing import Any
 
 from .backend import Backend
 from .cache import PlanCache
@@ -151,7 +152,9 @@ class StagePlan:
     ) -> None:
         self.backend = backend
         self.problem = problem
-        self.output: TensorSpec = problem.d if not isinstance(problem, PermutationProblem) else problem.b
+        self.output: TensorSpec = (
+            problem.d if not isinstance(problem, PermutationProblem) else problem.b
+        )
         self.context = context
         self._dtype = self.output.dtype
         self._plan = primitive_plan(backend, problem, options, extra, cache)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import functools
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from .errors import ExpressionError, ShapeError
 
@@ -97,8 +98,10 @@ def parse(subscripts: str) -> ParsedSubscripts:
     if not isinstance(subscripts, str):
         raise ExpressionError(f"subscripts must be a str, got {type(subscripts).__name__}")
     text = "".join(subscripts.split())
-    if text.count("->") > 1 or text.count("-") != text.count(">") or (
-        "-" in text and "->" not in text
+    if (
+        text.count("->") > 1
+        or text.count("-") != text.count(">")
+        or ("-" in text and "->" not in text)
     ):
         raise ExpressionError(f"'->' must appear at most once, as '->', in {subscripts!r}")
     lhs, arrow, rhs = text.partition("->")
@@ -180,14 +183,14 @@ def expand(parsed: ParsedSubscripts, ranks: tuple[int, ...]) -> Expression:
     width = max(widths, default=0)
     ellipsis_labels = "".join(chr(_ELLIPSIS_LABEL_BASE + i) for i in range(width))
     terms = tuple(
-        term.replace(ELLIPSIS, ellipsis_labels[width - w :]) for term, w in zip(parsed.terms, widths)
+        term.replace(ELLIPSIS, ellipsis_labels[width - w :])
+        for term, w in zip(parsed.terms, widths)
     )
     if ELLIPSIS in parsed.output:
         output = parsed.output.replace(ELLIPSIS, ellipsis_labels)
     elif width:
         raise ShapeError(
-            f"'...' covers {width} axis/axes in {text!r} but the output has no '...' to "
-            "hold them"
+            f"'...' covers {width} axis/axes in {text!r} but the output has no '...' to hold them"
         )
     else:
         output = parsed.output

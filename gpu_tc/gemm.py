@@ -191,9 +191,7 @@ def _matrix(
         _product(spec, rows),
         _product(spec, cols),
     )
-    return MatrixOperand(
-        perm, grouped, shape, pack, transposed and pack, len(batch), len(rows)
-    )
+    return MatrixOperand(perm, grouped, shape, pack, transposed and pack, len(batch), len(rows))
 
 
 def _broadcast(spec: TensorSpec, d_labels: str, contracted: str) -> BroadcastOperand:

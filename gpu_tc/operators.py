@@ -6,7 +6,9 @@ what both must compute.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import enum
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -77,7 +79,7 @@ REDUCE: dict[ReduceOp, Any] = {
 }
 
 
-def check_op(op: Any, kind: type, dtype: str, context: str) -> None:
+def check_op(op: Any, kind: type[enum.Enum], dtype: str, context: str) -> None:
     """Check that ``op`` is a member of the Enum ``kind`` that applies to ``dtype``.
 
     Raises:
@@ -86,11 +88,13 @@ def check_op(op: Any, kind: type, dtype: str, context: str) -> None:
     if not isinstance(op, kind):
         raise DTypeError(f"{op!r} is not a {kind.__name__} in {context}")
     complex_dtype = np.dtype(dtype).kind == "c"
-    real_only = op in _REAL_ONLY_UNARY or op in _REAL_ONLY_BINARY or (
-        kind is ReduceOp and op in (ReduceOp.MAX, ReduceOp.MIN)
+    real_only = (
+        op in _REAL_ONLY_UNARY
+        or op in _REAL_ONLY_BINARY
+        or (kind is ReduceOp and op in (ReduceOp.MAX, ReduceOp.MIN))
     )
     if complex_dtype and real_only:
         raise DTypeError(
-            f"{kind.__name__}.{op.name} orders values and is not defined for complex dtype "
-            f"{np.dtype(dtype).name} in {context}"
+            f"{kind.__name__}.{getattr(op, 'name', op)} orders values and is not defined "
+            f"for complex dtype {np.dtype(dtype).name} in {context}"
         )

@@ -8,8 +8,8 @@ and free labels only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 from opt_einsum import paths as oe_paths
 
@@ -146,7 +146,9 @@ def prepare_operand(
     """
     cast = layout.dtype != dtype
     if cast:
-        layout = OperandLayout(layout.shape, contiguous_spec(term, layout.shape, dtype).strides, dtype)
+        layout = OperandLayout(
+            layout.shape, contiguous_spec(term, layout.shape, dtype).strides, dtype
+        )
     spec = operand_spec(term, layout, extents)
     view = spec.labels != term or spec.strides != layout.strides
     return OperandPrep(cast, view, spec, None)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .backend import Backend
 from .errors import OutputError, PlanStateError, ShapeError
@@ -60,13 +61,13 @@ class Plan:
         from .api import _host_operands, _run  # the API module imports this one
 
         plan = self._live()
-        operands = _host_operands(self._backend, operands)
-        if len(operands) != len(self._layouts):
+        arrays = _host_operands(self._backend, operands)
+        if len(arrays) != len(self._layouts):
             raise ShapeError(
                 f"the plan for {self.subscripts!r} takes {len(self._layouts)} operand(s), "
-                f"got {len(operands)}"
+                f"got {len(arrays)}"
             )
-        for index, (x, expected) in enumerate(zip(operands, self._layouts)):
+        for index, (x, expected) in enumerate(zip(arrays, self._layouts)):
             got = self._backend.layout(x)
             if got != expected:
                 raise ShapeError(
@@ -85,7 +86,7 @@ class Plan:
                     f"out has shape {tuple(out.shape)} and dtype {out.dtype} but the plan for "
                     f"{self.subscripts!r} gives {plan.output.extents} and {plan.output.dtype!r}"
                 )
-        return _run(plan, self._backend, operands, out, (1, 0), None)
+        return _run(plan, self._backend, arrays, out, (1, 0), None)
 
     def free(self) -> None:
         """Release the plan's resources; the plan cannot execute afterwards."""

@@ -10,8 +10,8 @@ plan-cache keys, so they never hold pointers, ``id()`` or ``hash()`` values.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 from .errors import ShapeError
 from .expression import Expression, show_label, symbol

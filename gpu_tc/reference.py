@@ -7,7 +7,8 @@ Production code never calls this module.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -77,7 +78,9 @@ def _labelled(subscripts: str, operands: Sequence[Any]) -> tuple[list[np.ndarray
     return views, expression
 
 
-def permute(subscripts: str, a: Any, alpha: complex = 1, op_a: UnaryOp = UnaryOp.IDENTITY) -> np.ndarray:
+def permute(
+    subscripts: str, a: Any, alpha: complex = 1, op_a: UnaryOp = UnaryOp.IDENTITY
+) -> np.ndarray:
     """alpha * op_a(a), its axes reordered."""
     (view,), _ = _labelled(subscripts, [a])
     return alpha * _unary(op_a, view)

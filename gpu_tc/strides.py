@@ -7,8 +7,8 @@ its extent. Labels of extent 1 never block a merge.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from .problem import TensorSpec
 
