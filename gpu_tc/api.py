@@ -121,7 +121,7 @@ def contract(
     plan, backend, operands = _einsum_plan(subscripts, [a, b, *extra], out, options, "contract")
     c_array = operands.pop() if extra else None
     if c_array is not None:
-        c_array = _checked_c(c_array, plan.program.output, backend, subscripts)
+        c_array = _checked_c(c_array, plan.program.output, backend, f"contract({subscripts!r})")
     _check_scalars(subscripts, plan.program.dtype, alpha=alpha, beta=beta)
     return _run(plan, backend, operands, out, (alpha, beta), c_array)
 
@@ -138,7 +138,9 @@ def permute(
 
     Every label of ``a`` must appear in the output (a repeated label takes a diagonal).
     """
-    return _stage("permute", subscripts, [a], out, ops=(op_a,), scalars=(alpha,))
+    return _stage(
+        "permute", subscripts, [a], out, ops={"op_a": (UnaryOp, op_a)}, scalars={"alpha": alpha}
+    )
 
 
 def reduce(
@@ -162,7 +164,13 @@ def reduce(
     if beta != 0 and c is None:
         raise OperandError(f"beta={beta!r} needs c in reduce({subscripts!r})")
     return _stage(
-        "reduce", subscripts, [a], out, ops=(op, op_a), scalars=(alpha, beta), c=c if beta else None
+        "reduce",
+        subscripts,
+        [a],
+        out,
+        ops={"op": (ReduceOp, op), "op_a": (UnaryOp, op_a)},
+        scalars={"alpha": alpha, "beta": beta},
+        c=c if beta else None,
     )
 
 
@@ -186,7 +194,12 @@ def elementwise_binary(
         [[4.0, 1.0], [1.0, 4.0]]
     """
     return _stage(
-        "elementwise", subscripts, [a, c], out, ops=(op_a, op_c, op), scalars=(alpha, gamma)
+        "elementwise",
+        subscripts,
+        [a, c],
+        out,
+        ops={"op_a": (UnaryOp, op_a), "op_c": (UnaryOp, op_c), "op": (BinaryOp, op)},
+        scalars={"alpha": alpha, "gamma": gamma},
     )
 
 
@@ -212,8 +225,14 @@ def elementwise_trinary(
         subscripts,
         [a, b, c],
         out,
-        ops=(op_a, op_b, op_c, op_ab, op_abc),
-        scalars=(alpha, beta, gamma),
+        ops={
+            "op_a": (UnaryOp, op_a),
+            "op_b": (UnaryOp, op_b),
+            "op_c": (UnaryOp, op_c),
+            "op_ab": (BinaryOp, op_ab),
+            "op_abc": (BinaryOp, op_abc),
+        },
+        scalars={"alpha": alpha, "beta": beta, "gamma": gamma},
     )
 
 
@@ -242,7 +261,8 @@ def trace(a: Any, axis1: int = 0, axis2: int = 1, *, out: Any = None) -> Any:
     layout = backend.layout(a)
     dtype = _result_dtype([a], context)
     extra = backend.key_extra([a])
-    key = ("trace", layout.shape, layout.strides, layout.dtype, tuple(axes), _out_key(out), extra)
+    out_key = _out_key(out, backend, context)
+    key = ("trace", layout.shape, layout.strides, layout.dtype, tuple(axes), out_key, extra)
 
     def build() -> StagePlan:
         kept = [i for i in range(ndim) if i not in axes]
@@ -333,8 +353,22 @@ def _cast_layout(layout: OperandLayout, dtype: str) -> OperandLayout:
     return OperandLayout(layout.shape, contiguous_spec(labels, layout.shape, dtype).strides, dtype)
 
 
-def _out_key(out: Any) -> Any:
-    return None if out is None else (type(out), out.shape, out.strides, out.dtype)
+def _out_key(out: Any, backend: Backend, context: str) -> Any:
+    """``out``'s part of a plan key; an ``out`` of the wrong array type is refused here."""
+    if out is None:
+        return None
+    if not isinstance(out, backend.array_type):  # type: ignore[attr-defined]
+        raise OutputError(
+            f"out is a {_type_name(out)} but the operands need a "
+            f"{_type_name(backend.array_type)} in {context}"  # type: ignore[attr-defined]
+        )
+    return (out.shape, out.strides, out.dtype)
+
+
+def _type_name(x: Any) -> str:
+    cls = x if isinstance(x, type) else type(x)
+    module = cls.__module__.split(".")[0]
+    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
 
 
 def _output_spec(
@@ -343,11 +377,6 @@ def _output_spec(
     """The layout of the result: ``out``'s, after checking it, or a new C-ordered one."""
     if out is None:
         return contiguous_spec(labels, tuple(extents), dtype)
-    if not isinstance(out, backend.array_type):  # type: ignore[attr-defined]
-        raise OutputError(
-            f"out is a {type(out).__name__} but the operands need a "
-            f"{backend.array_type.__name__} in {context}"  # type: ignore[attr-defined]
-        )
     if tuple(out.shape) != tuple(extents):
         raise OutputError(
             f"out has shape {tuple(out.shape)} but the result has shape {tuple(extents)} "
@@ -379,7 +408,7 @@ def _einsum_plan(
             "einsum",
             parsed.canonical(),
             tuple((x.shape, x.strides, x.dtype) for x in operands),
-            _out_key(out),
+            _out_key(out, backend, f"{name}({subscripts!r})"),
             backend.key_extra(operands),
             options,
         )
@@ -399,11 +428,10 @@ def _einsum_plan(
     return PLAN_CACHE.get_or_build(key, build), backend, operands
 
 
-def _checked_c(c: Any, output: TensorSpec, backend: Backend, subscripts: str) -> Any:
+def _checked_c(c: Any, output: TensorSpec, backend: Backend, context: str) -> Any:
     if tuple(c.shape) != output.extents:
         raise ShapeError(
-            f"c has shape {tuple(c.shape)} but the result has shape {output.extents} "
-            f"in contract({subscripts!r})"
+            f"c has shape {tuple(c.shape)} but the result has shape {output.extents} in {context}"
         )
     return c if c.dtype.char == output.dtype else backend.cast(c, output.dtype)
 
@@ -454,22 +482,30 @@ def _stage(
     operands: list[Any],
     out: Any,
     *,
-    ops: tuple[Any, ...],
-    scalars: tuple[complex, ...],
+    ops: dict[str, tuple[type, Any]],
+    scalars: dict[str, complex],
     c: Any = None,
 ) -> Any:
-    """permute / reduce / elementwise: one primitive problem, planned and cached."""
+    """permute / reduce / elementwise: one primitive problem, planned and cached.
+
+    ``ops`` maps each operator argument's name to (its Enum, the value given).
+    """
     context = f"{kind}({subscripts!r})"
+    for name, (enum_type, op) in ops.items():
+        if not isinstance(op, enum_type):  # before the cache: IntEnums of kinds compare equal
+            raise DTypeError(f"{name}={op!r} is not a {enum_type.__name__} in {context}")
     backend = select_backend(operands + ([c] if c is not None else []), context)
     operands = _host_operands(backend, operands)
     parsed = parse(subscripts)
+    extra = backend.key_extra(operands)
+    op_values = tuple(op for _, op in ops.values())
     key = (
         kind,
         parsed.canonical(),
         tuple((x.shape, x.strides, x.dtype) for x in operands),
-        _out_key(out),
-        ops,
-        backend.key_extra(operands),
+        _out_key(out, backend, context),
+        op_values,
+        extra,
     )
 
     def build() -> StagePlan:
@@ -484,16 +520,16 @@ def _stage(
         output = _output_spec(
             expression.output, [extents[x] for x in expression.output], dtype, out, backend, context
         )
-        problem = _stage_problem(kind, [p.spec for p in preps], output, ops, context)
-        return StagePlan(backend, problem, DEFAULT_OPTIONS, key[-1], PLAN_CACHE, preps, context)
+        for name, (enum_type, op) in ops.items():
+            check_op(op, enum_type, dtype, f"{context} ({name})")
+        problem = _stage_problem(kind, [p.spec for p in preps], output, op_values, context)
+        return StagePlan(backend, problem, DEFAULT_OPTIONS, extra, PLAN_CACHE, preps, context)
 
     plan = PLAN_CACHE.get_or_build(key, build)
-    _check_scalars(
-        subscripts, plan.output.dtype, **{f"scalar{i}": s for i, s in enumerate(scalars)}
-    )
+    _check_scalars(subscripts, plan.output.dtype, **scalars)
     if c is not None:
-        c = _checked_c(_host_operands(backend, [c])[0], plan.output, backend, subscripts)
-    return _run(plan, backend, operands, out, scalars, c)
+        c = _checked_c(_host_operands(backend, [c])[0], plan.output, backend, context)
+    return _run(plan, backend, operands, out, tuple(scalars.values()), c)
 
 
 def _check_stage_labels(kind: str, terms: Sequence[str], output: str, context: str) -> None:
@@ -511,23 +547,24 @@ def _check_stage_labels(kind: str, terms: Sequence[str], output: str, context: s
 def _stage_problem(
     kind: str, specs: list[TensorSpec], output: TensorSpec, ops: tuple[Any, ...], context: str
 ) -> Any:
-    dtype = output.dtype
+    """The primitive problem of a stage; ``ops`` in the order its function lists them."""
     if kind == "permute":
-        check_op(ops[0], UnaryOp, dtype, context)
         return PermutationProblem(specs[0], output, ops[0])
     if kind == "reduce":
-        check_op(ops[0], ReduceOp, dtype, context)
-        check_op(ops[1], UnaryOp, dtype, context)
-        return ReductionProblem(specs[0], output, ops[0], ops[1])
-    unary, binary = ops[: len(specs)], ops[len(specs) :]
-    for op in unary:
-        check_op(op, UnaryOp, dtype, context)
-    for op in binary:
-        check_op(op, BinaryOp, dtype, context)
+        op, op_a = ops
+        reduced = [x for x in specs[0].labels if x not in output.labels]
+        empty = [x for x in reduced if specs[0].extent(x) == 0]
+        if empty and op in (ReduceOp.MAX, ReduceOp.MIN):
+            raise ShapeError(
+                f"ReduceOp.{op.name} over label {show_label(empty[0])} of extent 0 has no "
+                f"identity in {context}"
+            )
+        return ReductionProblem(specs[0], output, op, op_a)
     if len(specs) == 2:
         a, c = specs
+        op_a, op_c, op = ops
         return ElementwiseProblem(
-            a, None, c, output, unary[0], UnaryOp.IDENTITY, unary[1], BinaryOp.ADD, binary[0]
+            a, None, c, output, op_a, UnaryOp.IDENTITY, op_c, BinaryOp.ADD, op
         )
     a, b, c = specs
-    return ElementwiseProblem(a, b, c, output, unary[0], unary[1], unary[2], binary[0], binary[1])
+    return ElementwiseProblem(a, b, c, output, *ops)

@@ -58,7 +58,7 @@ class Plan:
             OutputError: ``out`` differs from the ``out`` the plan was prepared with.
             PlanStateError: the plan was freed.
         """
-        from .api import _host_operands, _run  # the API module imports this one
+        from .api import _host_operands, _out_key, _run  # api imports this module
 
         plan = self._live()
         arrays = _host_operands(self._backend, operands)
@@ -75,6 +75,8 @@ class Plan:
                     f"{got.dtype!r} but the plan for {self.subscripts!r} was prepared for "
                     f"{expected.shape}, {expected.strides} and {expected.dtype!r}"
                 )
+        if out is not None:
+            _out_key(out, self._backend, f"Plan({self.subscripts!r}).execute")  # its type
         given = None if out is None else self._backend.layout(out)
         if given != self._out_layout and not (given is not None and self._out_layout is None):
             raise OutputError(
