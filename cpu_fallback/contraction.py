@@ -105,29 +105,32 @@ def _fresh_call(low: Any, problem: ContractionProblem) -> Any:
     This lets a warm small call be one numpy.matmul: no output allocation of ours.
     """
     d = problem.d
-    if d.strides != contiguous_spec(d.labels, d.extents, d.dtype).strides:
-        return None
     kernel: Any
     if isinstance(low, MultiplyLowering):
-        kernel, d_shape = np.multiply, d.extents
+        if d.strides != contiguous_spec(d.labels, d.extents, d.dtype).strides:
+            return None
+        kernel, d_shape, to_d = np.multiply, d.extents, None
         fa = _shaper(low.a.perm, (), low.a.shape)
         fb = _shaper(low.b.perm, (), low.b.shape)
-    elif (
-        isinstance(low, GemmLowering)
-        and not (low.a.pack or low.b.pack or low.d.pack)
-        and low.d.perm == tuple(range(len(low.d.perm)))
-    ):
+    elif isinstance(low, GemmLowering) and not (low.a.pack or low.b.pack or low.d.pack):
+        # matmul returns (batch, M, N) C-ordered: D's memory order must be exactly that.
+        grouped = d.permuted("".join(d.labels[i] for i in low.d.perm))
+        if grouped.strides != contiguous_spec(grouped.labels, grouped.extents, d.dtype).strides:
+            return None
         kernel, d_shape = np.matmul, low.d.grouped
+        identity = low.d.perm == tuple(range(len(low.d.perm)))
+        to_d = None if identity else tuple(int(i) for i in np.argsort(low.d.perm))
         fa = _shaper(low.a.perm, low.a.grouped, low.a.shape)
         fb = _shaper(low.b.perm, low.b.grouped, low.b.shape)
-        if fa is None and fb is None and d_shape == low.d.shape:
+        if fa is None and fb is None and d_shape == low.d.shape and to_d is None:
             return np.matmul
     else:
         return None
 
     def fresh(a: Any, b: Any) -> Any:
         result = kernel(a if fa is None else fa(a), b if fb is None else fb(b))
-        return result.reshape(d_shape)
+        result = result.reshape(d_shape)
+        return result if to_d is None else result.transpose(to_d)
 
     return fresh
 

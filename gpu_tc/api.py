@@ -16,7 +16,7 @@ import numpy as np
 
 from .backend import Backend, select_backend
 from .cache import PLAN_CACHE
-from .composite import EinsumPlan, StagePlan
+from .composite import EinsumPlan, StagePlan, allocate
 from .errors import DTypeError, ExpressionError, OperandError, OutputError, ShapeError
 from .expression import expand, from_interleaved, parse, show_label, symbol
 from .operators import check_op
@@ -454,7 +454,7 @@ def _run(
     whose strides the plan could not use, gets the result through a temporary."""
     output = plan.output
     if out is None:
-        result = backend.empty(output.extents, output.dtype)
+        result = allocate(backend, output)
         plan.execute(operands, result, scalars, c)
         return backend.finish(result)
     if not out.flags.writeable:
@@ -467,7 +467,7 @@ def _run(
     if not aside:
         plan.execute(operands, out, scalars, c)
         return out
-    result = backend.empty(output.extents, output.dtype)
+    result = allocate(backend, output)
     if c is out:
         backend.copy_into(out, result)
         c = result

@@ -66,6 +66,15 @@ class _Operand:
         return x
 
 
+def allocate(backend: Backend, spec: TensorSpec) -> Any:
+    """A new array with the extents, dtype and dense strides of ``spec`` (any axis order)."""
+    memory = sorted(range(len(spec.extents)), key=lambda i: -spec.strides[i])
+    if memory == list(range(len(memory))):
+        return backend.empty(spec.extents, spec.dtype)
+    array = backend.empty(tuple(spec.extents[i] for i in memory), spec.dtype)
+    return array.transpose([memory.index(i) for i in range(len(memory))])
+
+
 def _describe(stages: Sequence[Any]) -> tuple[str, str]:
     route = stages[0].route if len(stages) == 1 else "+".join(s.route for s in stages)
     return route, "; ".join(f"{s.route}: {s.reason}" for s in stages)

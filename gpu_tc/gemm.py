@@ -19,6 +19,10 @@ from .strides import is_blas_matrix, merge, order_by_stride
 
 # Below this many flops, packing costs more than BLAS saves: multiply plain views.
 SMALL_FLOPS = 2 * 32**3
+# A free group split into looped labels keeps at least this many elements in the GEMM,
+# and the loop runs at most this many GEMMs (else the operand is packed instead).
+LOOP_MIN_GROUP = 32
+LOOP_MAX_CALLS = 8192
 
 
 @dataclass(frozen=True)
@@ -117,12 +121,8 @@ def lower(problem: ContractionProblem) -> Lowering:
     n = _choose_order(roles.free_b, (b, d))
     k = _choose_order(roles.contracted, (a, b))
     flops = 2 * _product(d, batch) * _product(d, m) * _product(d, n) * _product(a, k)
-
-    ok_a, why_a = _fits(a, batch, m, k, "A")
-    ok_b, why_b = _fits(b, batch, k, n, "B")
-    ok_d, why_d = _fits(d, batch, m, n, "D")
-    d_merges = merge(d, m) is not None and merge(d, n) is not None
     if flops < SMALL_FLOPS:
+        d_merges = merge(d, m) is not None and merge(d, n) is not None
         return GemmLowering(
             "small",
             f"{flops} flops: below {SMALL_FLOPS}, matmul on views without packing",
@@ -130,13 +130,22 @@ def lower(problem: ContractionProblem) -> Lowering:
             _matrix(b, batch, k, n, pack=False, transposed=False),
             _matrix(d, batch, m, n, pack=not d_merges, transposed=_fastest_in(d, m)),
         )
+
+    m_loop, m = _split_group(a, m, d)
+    n_loop, n = _split_group(b, n, d)
+    loops = m_loop + n_loop
+    batch = order_by_stride(d, batch + loops)
+    ok_a, why_a = _fits(a, batch, m, k, "A")
+    ok_b, why_b = _fits(b, batch, k, n, "B")
+    ok_d, why_d = _fits(d, batch, m, n, "D")
+    looped = f"; labels {loops!r} looped as batch axes instead of packing" if loops else ""
     packed = [name for name, ok in (("A", ok_a), ("B", ok_b), ("D", ok_d)) if not ok]
     if packed:
         route = "packed"
-        reason = "; ".join(w for w in (why_a, why_b, why_d) if w)
+        reason = "; ".join(w for w in (why_a, why_b, why_d) if w) + looped
     else:
         route = "batched" if any(d.extent(x) > 1 for x in batch) else "direct"
-        reason = "every operand is a BLAS matrix (stack) in place: no copy"
+        reason = "every operand is a BLAS matrix (stack) in place: no copy" + looped
     return GemmLowering(
         route,
         reason,
@@ -144,6 +153,29 @@ def lower(problem: ContractionProblem) -> Lowering:
         _matrix(b, batch, k, n, pack=not ok_b, transposed=True),
         _matrix(d, batch, m, n, pack=not ok_d, transposed=_fastest_in(d, m)),
     )
+
+
+def _split_group(x: TensorSpec, order: str, d: TensorSpec) -> tuple[str, str]:
+    """Split a free group that does not merge in its operand ``x`` (or in D).
+
+    The outer labels become batch axes of matmul (the other operand broadcast along
+    them) and the innermost run that merges stays the GEMM group: ``x`` is read in
+    place by many smaller GEMMs instead of being packed. Only when that run keeps at
+    least LOOP_MIN_GROUP elements and the loop at most LOOP_MAX_CALLS GEMMs.
+
+    Returns:
+        (looped labels, GEMM labels); ("", order) when nothing is split.
+    """
+    if merge(x, order) is not None and merge(d, order) is not None:
+        return "", order
+    for cut in range(1, len(order)):
+        inner = order[cut:]
+        if merge(x, inner) is not None and merge(d, inner) is not None:
+            outer = order[:cut]
+            if _product(x, inner) >= LOOP_MIN_GROUP and _product(x, outer) <= LOOP_MAX_CALLS:
+                return outer, inner
+            break
+    return "", order
 
 
 def _product(spec: TensorSpec, labels: str) -> int:
@@ -184,14 +216,17 @@ def _fastest_in(spec: TensorSpec, labels: str) -> bool:
 def _matrix(
     spec: TensorSpec, batch: str, rows: str, cols: str, *, pack: bool, transposed: bool
 ) -> MatrixOperand:
-    order = batch + rows + cols
+    """``spec`` as (batch..., rows, cols); a batch label it lacks is an axis of extent 1
+    (matmul broadcasts the operand along it)."""
+    present = "".join(x for x in batch if x in spec.labels)
+    order = present + rows + cols
     perm = tuple(spec.labels.index(x) for x in order)
     grouped = tuple(spec.extent(x) for x in order)
-    shape = tuple(spec.extent(x) for x in batch) + (
+    shape = tuple(spec.extent(x) if x in spec.labels else 1 for x in batch) + (
         _product(spec, rows),
         _product(spec, cols),
     )
-    return MatrixOperand(perm, grouped, shape, pack, transposed and pack, len(batch), len(rows))
+    return MatrixOperand(perm, grouped, shape, pack, transposed and pack, len(present), len(rows))
 
 
 def _broadcast(spec: TensorSpec, d_labels: str, contracted: str) -> BroadcastOperand:

@@ -25,6 +25,7 @@ from .problem import (
     label_roles,
     operand_spec,
 )
+from .strides import order_by_stride
 
 
 @dataclass(frozen=True)
@@ -127,10 +128,10 @@ def build_program(
             output_strides is None,
         )
 
-    steps = _pairwise_steps([p.result for p in preps], output, extents)
-    return EinsumProgram(
-        expression, dtype, tuple(preps), steps, steps[-1].problem, output, output_strides is None
-    )
+    new_output = output_strides is None
+    steps = _pairwise_steps([p.result for p in preps], output, extents, new_output)
+    final = steps[-1].problem
+    return EinsumProgram(expression, dtype, tuple(preps), steps, final, final.d, new_output)
 
 
 def prepare_operand(
@@ -164,9 +165,28 @@ def reduce_unneeded(prep: OperandPrep, needed: str) -> OperandPrep:
     return replace(prep, reduction=ReductionProblem(spec, d))
 
 
+def natural_output(a: TensorSpec, b: TensorSpec, output: TensorSpec) -> TensorSpec:
+    """A new result laid out as the GEMM writes it, listed in the output's label order.
+
+    Like numpy.einsum(optimize=True) and opt_einsum, a new result is the contraction's
+    own layout seen through a permuted view: (batch, M, N) with each group in its
+    operand's stride order, or (batch, N, M) when the output's last label is in M. So
+    no new result is ever written to a temporary and permuted again.
+    """
+    roles = label_roles(a.labels, b.labels, output.labels)
+    batch = order_by_stride(a, roles.batch)
+    m = order_by_stride(a, roles.free_a)
+    n = order_by_stride(b, roles.free_b)
+    memory = batch + (n + m if output.labels[-1:] in m and m else m + n)
+    return contiguous_spec(memory, [output.extent(x) for x in memory], output.dtype).permuted(
+        output.labels
+    )
+
+
 def _pairwise_steps(
-    specs: list[TensorSpec], output: TensorSpec, extents: dict[str, int]
+    specs: list[TensorSpec], output: TensorSpec, extents: dict[str, int], new_output: bool
 ) -> tuple[Step, ...]:
+    """The contraction steps; with ``new_output`` the last writes the GEMM's own layout."""
     path = oe_paths.auto(
         [frozenset(s.labels) for s in specs], frozenset(output.labels), dict(extents)
     )
@@ -177,7 +197,7 @@ def _pairwise_steps(
         a, b = working[lhs], working[rhs]
         del working[rhs], working[lhs]
         if not working:
-            d = output
+            d = natural_output(a, b, output) if new_output else output
         else:
             needed = output.labels + "".join(s.labels for s in working)
             roles = label_roles(a.labels, b.labels, needed)
