@@ -36,7 +36,7 @@ class CpuBackend:
             array.shape, tuple(s // itemsize for s in array.strides), array.dtype.char
         )
 
-    def key_extra(self, arrays: Sequence[Any]) -> tuple[Any, ...]:
+    def key_extra(self, arrays: Sequence[Any], context: str) -> tuple[Any, ...]:
         """Nothing besides the layouts: NumPy copes with any alignment."""
         return ()
 

@@ -260,7 +260,7 @@ def trace(a: Any, axis1: int = 0, axis2: int = 1, *, out: Any = None) -> Any:
         raise ShapeError(f"axis1 and axis2 are both axis {axes[0]} in {context}")
     layout = backend.layout(a)
     dtype = _result_dtype([a], context)
-    extra = backend.key_extra([a])
+    extra = backend.key_extra([a], context)
     out_key = _out_key(out, backend, context)
     key = ("trace", layout.shape, layout.strides, layout.dtype, tuple(axes), out_key, extra)
 
@@ -319,7 +319,7 @@ def _host_operands(backend: Backend, operands: Sequence[Any]) -> list[Any]:
     """Operands as the backend's arrays; odd byte strides become C-ordered copies."""
     result = []
     for index, x in enumerate(operands):
-        if not isinstance(x, backend.array_type):  # type: ignore[attr-defined]
+        if not isinstance(x, backend.array_type):
             try:
                 x = np.asarray(x)
             except Exception as err:  # noqa: BLE001 - any conversion failure is bad input
@@ -357,10 +357,10 @@ def _out_key(out: Any, backend: Backend, context: str) -> Any:
     """``out``'s part of a plan key; an ``out`` of the wrong array type is refused here."""
     if out is None:
         return None
-    if not isinstance(out, backend.array_type):  # type: ignore[attr-defined]
+    if not isinstance(out, backend.array_type):
         raise OutputError(
             f"out is a {_type_name(out)} but the operands need a "
-            f"{_type_name(backend.array_type)} in {context}"  # type: ignore[attr-defined]
+            f"{_type_name(backend.array_type)} in {context}"
         )
     return (out.shape, out.strides, out.dtype)
 
@@ -395,26 +395,27 @@ def _einsum_plan(
     subscripts: str, operands: Sequence[Any], out: Any, options: Options | None, name: str
 ) -> tuple[EinsumPlan, Backend, list[Any]]:
     """The cached plan of an einsum (any extra trailing operand is c, keyed, not planned)."""
-    backend = select_backend(operands, f"{name}({subscripts!r})")
+    context = f"{name}({subscripts!r})"
+    backend = select_backend(operands, context)
     operands = _host_operands(backend, operands)
     parsed = parse(subscripts)
     options = DEFAULT_OPTIONS if options is None else options
     planned = operands[: len(parsed.terms)] if name == "contract" else operands
+    key_extra = backend.key_extra(operands, context)
     pair = name == "einsum" and len(operands) == 2 and out is None and options is DEFAULT_OPTIONS
     if pair and all(type(x) is np.ndarray for x in operands):
-        key: tuple = _pair_key(subscripts, operands[0], operands[1])
+        key: tuple = _pair_key(subscripts, operands[0], operands[1])  # NumPy: no extra
     else:
         key = (
             "einsum",
             parsed.canonical(),
             tuple((x.shape, x.strides, x.dtype) for x in operands),
-            _out_key(out, backend, f"{name}({subscripts!r})"),
-            backend.key_extra(operands),
+            _out_key(out, backend, context),
+            key_extra,
             options,
         )
 
     def build() -> EinsumPlan:
-        context = f"{name}({subscripts!r})"
         expression = expand(parsed, tuple(x.ndim for x in planned))
         dtype = _result_dtype(operands, context)
         layouts = [backend.layout(x) for x in planned]
@@ -423,7 +424,7 @@ def _einsum_plan(
         output = _output_spec(expression.output, output_extents, dtype, out, backend, context)
         strides = None if out is None else output.strides
         program = build_program(expression, layouts, dtype, strides)
-        return EinsumPlan(program, backend, options, backend.key_extra(operands), PLAN_CACHE)
+        return EinsumPlan(program, backend, options, key_extra, PLAN_CACHE)
 
     return PLAN_CACHE.get_or_build(key, build), backend, operands
 
@@ -457,7 +458,7 @@ def _run(
         result = allocate(backend, output)
         plan.execute(operands, result, scalars, c)
         return backend.finish(result)
-    if not out.flags.writeable:
+    if not getattr(out.flags, "writeable", True):  # CuPy arrays have no such flag
         raise OutputError(f"out is read-only in {plan.context}")
     if c is not None and c is not out and backend.overlaps(out, c):
         c = c.copy()
@@ -497,7 +498,7 @@ def _stage(
     backend = select_backend(operands + ([c] if c is not None else []), context)
     operands = _host_operands(backend, operands)
     parsed = parse(subscripts)
-    extra = backend.key_extra(operands)
+    extra = backend.key_extra(operands, context)
     op_values = tuple(op for _, op in ops.values())
     key = (
         kind,

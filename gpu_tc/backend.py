@@ -34,12 +34,18 @@ class Backend(Protocol):
     """What the core asks of a backend; arrays are the backend's own array type."""
 
     name: str
+    array_type: type[Any]  # the array class this backend computes on
 
     def layout(self, array: Any) -> OperandLayout:
         """Shape, strides in elements and dtype character of ``array``."""
 
-    def key_extra(self, arrays: Sequence[Any]) -> tuple[Any, ...]:
-        """Plain values besides the layouts that a plan depends on (device, alignment)."""
+    def key_extra(self, arrays: Sequence[Any], context: str) -> tuple[Any, ...]:
+        """Plain values besides the layouts that a plan depends on (device, alignment).
+
+        Raises:
+            OperandError: the arrays cannot be used together (e.g. two devices); the
+                message names ``context``.
+        """
 
     def empty(self, extents: tuple[int, ...], dtype: str) -> Any:
         """A new C-ordered array."""

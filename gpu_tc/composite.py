@@ -119,8 +119,17 @@ class EinsumPlan:
         if len(self._steps) == 1 and untouched and program.output_is_new:
             self.fast = getattr(self._final, "fresh", None)
         stages = [op.reduction for op in self._operands if op.reduction is not None]
-        stages += [plan for _, _, plan, _ in self._steps] or [self._final]
-        self.route, self.reason = _describe(stages)
+        self.stages = tuple(stages + ([plan for _, _, plan, _ in self._steps] or [self._final]))
+
+    @property
+    def route(self) -> str:
+        """The route of each stage, joined by "+"."""
+        return _describe(self.stages)[0]
+
+    @property
+    def reason(self) -> str:
+        """Why each stage runs as it does (read live: a stage may record a fallback)."""
+        return _describe(self.stages)[1]
 
     def execute(self, operands: Sequence[Any], out: Any, scalars: tuple, c: Any) -> Any:
         """Compute alpha * einsum + beta * c into ``out``; ``scalars`` is (alpha, beta)."""
@@ -168,7 +177,17 @@ class StagePlan:
         self._dtype = self.output.dtype
         self._plan = primitive_plan(backend, problem, options, extra, cache)
         self._operands = tuple(_Operand(prep, None) for prep in preps)
-        self.route, self.reason = _describe([self._plan])
+        self.stages = (self._plan,)
+
+    @property
+    def route(self) -> str:
+        """The primitive plan's route."""
+        return str(self._plan.route)
+
+    @property
+    def reason(self) -> str:
+        """Why the primitive plan runs as it does."""
+        return str(self._plan.reason)
 
     def execute(self, operands: Sequence[Any], out: Any, scalars: tuple, c: Any) -> Any:
         """Run the stage into ``out`` with the operation's scalars."""

@@ -90,6 +90,21 @@ class Plan:
                 )
         return _run(plan, self._backend, arrays, out, (1, 0), None)
 
+    def autotune(self, iterations: int = 8) -> int:
+        """Opt in to autotuning: the next ``iterations`` executions try other kernels.
+
+        Only cuTENSOR stages tune (cuTENSOR's incremental autotuning: each try is
+        timed, later executions use the fastest); BLAS and cuBLAS stages have no
+        kernel choice to make.
+
+        Returns:
+            How many stages will tune (0 on the CPU backend).
+        """
+        tunable = [s for s in self._live().stages if hasattr(s, "autotune")]
+        for stage in tunable:
+            stage.autotune(iterations)
+        return len(tunable)
+
     def free(self) -> None:
         """Release the plan's resources; the plan cannot execute afterwards."""
         self._plan = None

@@ -1,0 +1,139 @@
+"""GpuBackend: CuPy arrays, planned onto cuTENSOR 2.x and cuBLAS.
+
+Imported only when CuPy arrays reach the core (so CuPy is already imported). Route
+choice per contraction: an empty result or sum, then cuBLAS when the problem maps
+onto one GEMM without a copy (and ``Options.allow_cublas``), else cuTENSOR; every
+plan records its route and the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import cupy
+from cupy.lib.stride_tricks import as_strided
+
+from gpu_tc.errors import BackendError, OperandError
+from gpu_tc.options import Options
+from gpu_tc.problem import (
+    ContractionProblem,
+    ElementwiseProblem,
+    OperandLayout,
+    PermutationProblem,
+    ReductionProblem,
+    TensorSpec,
+)
+
+from .specs import cublas_gemm, extra_key
+
+try:
+    from .cublas import CublasContractionPlan
+    from .empty import EmptyPlan, EmptySumContractionPlan, EmptySumReductionPlan
+    from .plans import (
+        CutensorContractionPlan,
+        CutensorElementwisePlan,
+        CutensorPermutationPlan,
+        CutensorReductionPlan,
+    )
+except ImportError as err:  # nvmath-python or CuPy's cuBLAS bindings are missing
+    raise BackendError(
+        f"the GPU backend needs nvmath-python, cuTENSOR and CuPy's cuBLAS ({err}): "
+        "pip install gpu-tc[gpu]"
+    ) from err
+
+
+class GpuBackend:
+    """The CuPy backend: plans run on the operands' device and CuPy's current stream."""
+
+    name = "gpu"
+    array_type = cupy.ndarray
+
+    def layout(self, array: cupy.ndarray) -> OperandLayout:
+        """Shape, strides in elements and dtype character of ``array``."""
+        itemsize = array.itemsize
+        return OperandLayout(
+            tuple(array.shape), tuple(s // itemsize for s in array.strides), array.dtype.char
+        )
+
+    def key_extra(self, arrays: Sequence[Any], context: str) -> tuple[Any, ...]:
+        """The device and each operand's pointer alignment (plain ints, never pointers).
+
+        Raises:
+            OperandError: operands on different devices, or not on the current device.
+        """
+        current = cupy.cuda.runtime.getDevice()
+        devices = [x.data.device_id for x in arrays]
+        for index, device in enumerate(devices):
+            if device != devices[0]:
+                raise OperandError(
+                    f"operand {index} is on GPU {device} but operand 0 is on GPU {devices[0]} "
+                    f"in {context}: move every operand to one device"
+                )
+        if devices and devices[0] != current:
+            raise OperandError(
+                f"the operands are on GPU {devices[0]} but the current CuPy device is GPU "
+                f"{current} in {context}: call under `with cupy.cuda.Device({devices[0]}):`"
+            )
+        return extra_key(current, [x.data.ptr for x in arrays])
+
+    def empty(self, extents: tuple[int, ...], dtype: str) -> cupy.ndarray:
+        """A new C-ordered array on the current device."""
+        return cupy.empty(extents, dtype)
+
+    def cast(self, array: cupy.ndarray, dtype: str) -> cupy.ndarray:
+        """A C-ordered copy of ``array`` in ``dtype``."""
+        return array.astype(dtype, order="C", copy=True)
+
+    def view(self, array: cupy.ndarray, spec: TensorSpec) -> cupy.ndarray:
+        """A view with the extents and strides (in elements) of ``spec``."""
+        itemsize = array.itemsize
+        return as_strided(array, spec.extents, tuple(s * itemsize for s in spec.strides))
+
+    def overlaps(self, a: Any, b: Any) -> bool:
+        """Whether the memory of ``a`` and ``b`` may overlap (a bounds check)."""
+        return bool(cupy.may_share_memory(a, b))
+
+    def copy_into(self, source: cupy.ndarray, destination: cupy.ndarray) -> None:
+        """Copy ``source`` into ``destination`` on the current stream."""
+        cupy.copyto(destination, source)
+
+    def finish(self, result: cupy.ndarray) -> cupy.ndarray:
+        """The result itself: a 0-d result stays a 0-d CuPy array, as in cupy.einsum."""
+        return result
+
+    def contraction_plan(self, problem: ContractionProblem, options: Options) -> Any:
+        """An empty-sum, cuBLAS or cuTENSOR plan, with its route and reason."""
+        extents = problem.a.extents + problem.b.extents + problem.d.extents
+        if 0 in problem.d.extents:
+            return EmptyPlan("the result is empty")
+        if 0 in extents:
+            return EmptySumContractionPlan()
+        device = cupy.cuda.runtime.getDevice()
+        if not options.allow_cublas:
+            why = "Options.allow_cublas is False"
+            return CutensorContractionPlan(problem, options, device, why)
+        route = cublas_gemm(problem)
+        if route.gemm is not None:
+            return CublasContractionPlan(problem, route.gemm, route.reason, device)
+        return CutensorContractionPlan(problem, options, device, route.reason)
+
+    def permutation_plan(self, problem: PermutationProblem, options: Options) -> Any:
+        """A cuTENSOR permutation (nothing to do when B is empty)."""
+        if 0 in problem.b.extents:
+            return EmptyPlan("the result is empty")
+        return CutensorPermutationPlan(problem, cupy.cuda.runtime.getDevice())
+
+    def reduction_plan(self, problem: ReductionProblem, options: Options) -> Any:
+        """A cuTENSOR reduction on A's (possibly diagonal) view."""
+        if 0 in problem.d.extents:
+            return EmptyPlan("the result is empty")
+        if 0 in problem.a.extents:
+            return EmptySumReductionPlan(problem)
+        return CutensorReductionPlan(problem, options, cupy.cuda.runtime.getDevice())
+
+    def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> Any:
+        """A cuTENSOR element-wise binary or trinary operation."""
+        if 0 in problem.d.extents:
+            return EmptyPlan("the result is empty")
+        return CutensorElementwisePlan(problem, cupy.cuda.runtime.getDevice())
