@@ -1,0 +1,129 @@
+"""The GEMM lowering's routes, each forced by layout and checked against the reference.
+
+The einsum corpus uses small extents, which take the "small" route; these cases are
+big enough (above gemm.SMALL_FLOPS) to take the direct, batched, looped and packed
+routes, with and without ``out``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpu_tc
+from gpu_tc import reference
+from gpu_tc.gemm import SMALL_FLOPS, GemmLowering, lower
+from gpu_tc.paths import natural_output
+from gpu_tc.problem import ContractionProblem, contiguous_spec
+
+# (expression, extents, expected route, packed operands, looped labels or "")
+CASES = [
+    ("ij,jk->ik", {"i": 40, "j": 50, "k": 30}, "blas:direct", "", ""),
+    ("ji,jk->ik", {"i": 40, "j": 50, "k": 30}, "blas:direct", "", ""),
+    ("bij,bjk->bik", {"b": 6, "i": 20, "j": 30, "k": 25}, "blas:batched", "", ""),
+    # intensli-like: M labels a, b split by the contracted d in A: a is looped.
+    ("adb,cd->cba", {"a": 36, "b": 40, "c": 8, "d": 44}, "blas:batched", "", "a"),
+    # ccsd_t-like: six output labels, one looped label, no copy.
+    (
+        "aged,cbfg->fedcba",
+        {"a": 6, "b": 4, "c": 4, "d": 6, "e": 8, "f": 4, "g": 6},
+        "blas:batched",
+        "",
+        "a",
+    ),
+    # K labels do not merge in A or B: both are packed.
+    ("abcd,dbea->ec", {"a": 8, "b": 9, "c": 10, "d": 11, "e": 12}, "blas:packed", "AB", ""),
+    # The batch label is the unit-stride one: no BLAS matrix in place, A and B packed.
+    ("ijb,jkb->ikb", {"i": 20, "j": 24, "k": 16, "b": 5}, "blas:packed", "AB", ""),
+]
+
+
+def _operands(expr: str, extents: dict[str, int], dtype: str, rng: np.random.Generator):
+    terms = expr.split("->")[0].split(",")
+    ops = []
+    for term in terms:
+        x = rng.standard_normal([extents[c] for c in term])
+        if dtype in "FD":
+            x = x + 1j * rng.standard_normal(x.shape)
+        ops.append(x.astype(dtype))
+    return ops
+
+
+def _tolerance(dtype: str) -> float:
+    return 2e-4 if dtype in "fF" else 1e-11
+
+
+@pytest.mark.parametrize("dtype", ["f", "d", "F", "D"])
+@pytest.mark.parametrize("expr,extents,route,packed,looped", CASES, ids=[c[0] for c in CASES])
+def test_route_and_values(expr, extents, route, packed, looped, dtype, rng):
+    ops = _operands(expr, extents, dtype, rng)
+    plan = gpu_tc.prepare(expr, *ops)
+    assert plan.route == route, plan.reason
+    for name in "AB":
+        assert (f"{name} packed" in plan.reason) == (name in packed), plan.reason
+    assert ("looped" in plan.reason) == bool(looped), plan.reason
+    if looped:
+        assert f"labels {looped!r} looped" in plan.reason
+    expected = reference.einsum(expr, *ops)
+    scale = np.abs(reference.einsum(expr, *[np.abs(x) for x in ops])).max()
+    for result in (gpu_tc.einsum(expr, *ops), plan.execute(*ops)):
+        assert result.shape == expected.shape and result.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(result, expected, rtol=0, atol=_tolerance(dtype) * scale)
+
+
+@pytest.mark.parametrize("expr,extents,route,packed,looped", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_into_out_of_any_order(expr, extents, route, packed, looped, order, rng):
+    """With ``out`` the result goes to out's layout, whatever the GEMM prefers."""
+    ops = _operands(expr, extents, "d", rng)
+    expected = reference.einsum(expr, *ops)
+    out = np.zeros(expected.shape, order=order)
+    assert gpu_tc.einsum(expr, *ops, out=out) is out
+    np.testing.assert_allclose(out, expected, rtol=1e-11, atol=1e-11 * np.abs(expected).max())
+
+
+def test_cases_are_above_the_small_route():
+    for expr, extents, *_ in CASES:
+        flops = 2 * int(np.prod(list(extents.values())))
+        assert flops >= SMALL_FLOPS, expr
+
+
+def test_new_result_is_the_gemm_layout_seen_in_output_order():
+    """Like numpy.einsum(optimize=True), a new result may be a permuted view: here the
+    output 'cba' is written as (c, a, b) in memory (M = 'ab' in A's order, after N
+    because the output's last label is in M), so no permuted copy is made."""
+    a = np.random.default_rng(1).standard_normal((36, 44, 40))
+    b = np.random.default_rng(2).standard_normal((8, 44))
+    result = gpu_tc.einsum("adb,cd->cba", a, b)
+    assert result.strides == (36 * 40 * 8, 8, 40 * 8)
+    np.testing.assert_allclose(result, np.einsum("adb,cd->cba", a, b), rtol=1e-12)
+
+
+def test_natural_output_never_needs_a_temporary():
+    """D in the natural layout always merges: the lowering never packs a new D."""
+    exprs = ["adb,cd->cba", "aebd,ce->dcba", "dega,gfbc->abcdef", "ij,kj->ki", "bij,bjk->kib"]
+    for expr in exprs:
+        (ta, tb), out = expr.split("->")[0].split(","), expr.split("->")[1]
+        sizes = {c: 5 + i for i, c in enumerate(sorted(set(ta + tb)))}
+        a = contiguous_spec(ta, [sizes[c] for c in ta], "d")
+        b = contiguous_spec(tb, [sizes[c] for c in tb], "d")
+        d = natural_output(a, b, contiguous_spec(out, [sizes[c] for c in out], "d"))
+        low = lower(ContractionProblem(a, b, d))
+        assert isinstance(low, GemmLowering) and not low.d.pack, expr
+
+
+def test_direct_route_reads_transposed_views_in_place():
+    x = np.random.default_rng(3).standard_normal((64, 64))
+    for a, b in [(x.T, x), (x, x.T), (x[::2].T, x[:32]), (x[::2], x[:, :48])]:
+        plan = gpu_tc.prepare("ij,jk->ik", a, b)
+        assert plan.route == "blas:direct", plan.reason
+        np.testing.assert_allclose(plan.execute(a, b), a @ b, rtol=1e-12, atol=1e-12)
+
+
+def test_inner_step_is_packed_because_blas_needs_a_unit_stride():
+    x = np.random.default_rng(4).standard_normal((64, 64))
+    a = x[:, ::2]  # (64, 32) with element strides (64, 2): no unit stride at all
+    plan = gpu_tc.prepare("ij,jk->ik", a, x[:32])
+    assert plan.route == "blas:packed"
+    assert "A packed: no unit stride" in plan.reason and "B packed" not in plan.reason
+    np.testing.assert_allclose(plan.execute(a, x[:32]), a @ x[:32], rtol=1e-12, atol=1e-12)
