@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import gpu_tc
+import gpu_tc.gemm
 from gpu_tc import reference
 from gpu_tc.gemm import SMALL_FLOPS, GemmLowering, lower
 from gpu_tc.paths import natural_output
@@ -49,13 +50,23 @@ def _operands(expr: str, extents: dict[str, int], dtype: str, rng: np.random.Gen
     return ops
 
 
+@pytest.fixture
+def loop_small_operands(monkeypatch):
+    """Loop labels even for small operands (the mechanics, not the size rule), with
+    the plan cache cleared so no plan of this setting outlives the test."""
+    monkeypatch.setattr(gpu_tc.gemm, "LOOP_MIN_ELEMENTS", 0)
+    gpu_tc.plan_cache().clear()
+    yield
+    gpu_tc.plan_cache().clear()
+
+
 def _tolerance(dtype: str) -> float:
     return 2e-4 if dtype in "fF" else 1e-11
 
 
 @pytest.mark.parametrize("dtype", ["f", "d", "F", "D"])
 @pytest.mark.parametrize("expr,extents,route,packed,looped", CASES, ids=[c[0] for c in CASES])
-def test_route_and_values(expr, extents, route, packed, looped, dtype, rng):
+def test_route_and_values(expr, extents, route, packed, looped, dtype, rng, loop_small_operands):
     ops = _operands(expr, extents, dtype, rng)
     plan = gpu_tc.prepare(expr, *ops)
     assert plan.route == route, plan.reason
@@ -73,7 +84,9 @@ def test_route_and_values(expr, extents, route, packed, looped, dtype, rng):
 
 @pytest.mark.parametrize("expr,extents,route,packed,looped", CASES, ids=[c[0] for c in CASES])
 @pytest.mark.parametrize("order", ["C", "F"])
-def test_into_out_of_any_order(expr, extents, route, packed, looped, order, rng):
+def test_into_out_of_any_order(
+    expr, extents, route, packed, looped, order, rng, loop_small_operands
+):
     """With ``out`` the result goes to out's layout, whatever the GEMM prefers."""
     ops = _operands(expr, extents, "d", rng)
     expected = reference.einsum(expr, *ops)
@@ -88,7 +101,20 @@ def test_cases_are_above_the_small_route():
         assert flops >= SMALL_FLOPS, expr
 
 
-def test_new_result_is_the_gemm_layout_seen_in_output_order():
+def test_small_operands_are_packed_rather_than_looped(rng):
+    """Packing a small operand is cheap and gives one big GEMM: no loop below
+    LOOP_MIN_ELEMENTS."""
+    expr, extents = CASES[4][0], CASES[4][1]
+    ops = _operands(expr, extents, "d", rng)
+    assert ops[0].size < gpu_tc.gemm.LOOP_MIN_ELEMENTS
+    gpu_tc.plan_cache().clear()
+    plan = gpu_tc.prepare(expr, *ops)
+    assert plan.route == "blas:packed" and "looped" not in plan.reason, plan.reason
+    expected = reference.einsum(expr, *ops)
+    np.testing.assert_allclose(plan.execute(*ops), expected, atol=1e-11 * np.abs(expected).max())
+
+
+def test_new_result_is_the_gemm_layout_seen_in_output_order(loop_small_operands):
     """Like numpy.einsum(optimize=True), a new result may be a permuted view: here the
     output 'cba' is written as (c, a, b) in memory (M = 'ab' in A's order, after N
     because the output's last label is in M), so no permuted copy is made."""
