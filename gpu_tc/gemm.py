@@ -135,8 +135,8 @@ def lower(problem: ContractionProblem) -> Lowering:
             _matrix(d, batch, m, n, pack=not d_merges, transposed=_fastest_in(d, m)),
         )
 
-    m_loop, m = _split_group(a, m, d)
-    n_loop, n = _split_group(b, n, d)
+    m_loop, m = _split_group(a, m, d, k, b, rows_first=True)
+    n_loop, n = _split_group(b, n, d, k, a, rows_first=False)
     loops = m_loop + n_loop
     batch = order_by_stride(d, batch + loops)
     ok_a, why_a = _fits(a, batch, m, k, "A")
@@ -159,14 +159,19 @@ def lower(problem: ContractionProblem) -> Lowering:
     )
 
 
-def _split_group(x: TensorSpec, order: str, d: TensorSpec) -> tuple[str, str]:
+def _split_group(
+    x: TensorSpec, order: str, d: TensorSpec, k: str, other: TensorSpec, *, rows_first: bool
+) -> tuple[str, str]:
     """Split a free group that does not merge in its operand ``x`` (or in D).
 
     The outer labels become batch axes of matmul (the other operand broadcast along
     them) and the innermost run that merges stays the GEMM group: ``x`` is read in
     place by many smaller GEMMs instead of being packed. Only for an operand of at
-    least LOOP_MIN_ELEMENTS, when that run keeps at least LOOP_MIN_GROUP elements and
-    the loop at most LOOP_MAX_CALLS GEMMs.
+    least LOOP_MIN_ELEMENTS, when that run keeps at least LOOP_MIN_GROUP elements, the
+    loop runs at most LOOP_MAX_CALLS GEMMs, and ``x`` then is a BLAS matrix stack in
+    place (with the contracted labels ``k``): a packed operand merges the whole group.
+    Each GEMM of the loop reads the ``other`` operand again, so the loop must read it
+    no more than the packing of ``x`` would move (2 |x|).
 
     Returns:
         (looped labels, GEMM labels); ("", order) when nothing is split.
@@ -176,12 +181,18 @@ def _split_group(x: TensorSpec, order: str, d: TensorSpec) -> tuple[str, str]:
     if x.size < LOOP_MIN_ELEMENTS:
         return "", order
     for cut in range(1, len(order)):
-        inner = order[cut:]
-        if merge(x, inner) is not None and merge(d, inner) is not None:
-            outer = order[:cut]
-            if _product(x, inner) >= LOOP_MIN_GROUP and _product(x, outer) <= LOOP_MAX_CALLS:
-                return outer, inner
-            break
+        inner, outer = order[cut:], order[:cut]
+        if merge(x, inner) is None or merge(d, inner) is None:
+            continue
+        rows, cols = (inner, k) if rows_first else (k, inner)
+        if (
+            _product(x, inner) >= LOOP_MIN_GROUP
+            and _product(x, outer) <= LOOP_MAX_CALLS
+            and _product(x, outer) * other.size <= 2 * x.size
+            and _fits(x, "", rows, cols, "")[0]
+        ):
+            return outer, inner
+        break
     return "", order
 
 
