@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import os
 from typing import Any
 
 import numpy as np
@@ -10,10 +12,46 @@ from gpu_tc.operators import UNARY
 from gpu_tc.options import UnaryOp
 from gpu_tc.problem import PermutationProblem
 
+from . import blocked
+
 
 def copy_permuted(source: Any, destination: Any) -> None:
-    """Copy ``source`` into ``destination``: two views of one shape, any strides."""
-    np.copyto(destination, source)
+    """Copy ``source`` into ``destination``: two views of one shape, any strides.
+
+    A large copy whose two fastest axes differ runs through the cache-blocked kernel
+    (cpu_fallback.blocked); any other copy through numpy.copyto.
+
+    Args:
+        source: The view to read (any strides, negative or zero included).
+        destination: A writable view of the same shape and dtype that does not
+            overlap ``source``.
+    """
+    if not blocked.copy_tiled(source, destination):
+        np.copyto(destination, source)
+
+
+def copy_route(
+    extents: tuple[int, ...], src: tuple[int, ...], dst: tuple[int, ...], dtype: str
+) -> str:
+    """How copy_permuted copies between two layouts (strides in elements): a plan's reason.
+
+    Assumes word-aligned data, as numpy allocates it, and numba's default thread count
+    (one per CPU).
+    """
+    itemsize = np.dtype(dtype).itemsize
+    layout = blocked.tile_layout(
+        extents, tuple(s * itemsize for s in src), tuple(d * itemsize for d in dst), itemsize
+    )
+    size = math.prod(extents)
+    if layout is None or size < blocked.MIN_ELEMENTS:
+        return "numpy.copyto"
+    parallel = blocked.pays(layout, size * itemsize, os.cpu_count() or 1)
+    if parallel is None:
+        return "numpy.copyto"
+    if not blocked.numba_available():
+        return "numpy.copyto (numba, which the cache-blocked kernel needs, is not installed)"
+    threads = ", threaded" if parallel else ""
+    return f"cache-blocked {layout.tile_rows}x{layout.tile_cols} tiles (numba{threads})"
 
 
 class CpuPermutationPlan:
@@ -25,7 +63,9 @@ class CpuPermutationPlan:
         self.problem = problem
         self._perm = tuple(problem.a.labels.index(x) for x in problem.b.labels)
         self._op = problem.op_a
-        self.reason = "strided copy into B's layout" + (
+        a, b = problem.a, problem.b
+        copy = copy_route(b.extents, tuple(a.strides[i] for i in self._perm), b.strides, b.dtype)
+        self.reason = f"strided copy into B's layout: {copy}" + (
             "" if problem.op_a is UnaryOp.IDENTITY else f", applying {problem.op_a.name}"
         )
 
@@ -37,6 +77,8 @@ class CpuPermutationPlan:
         source = a.transpose(self._perm)
         if self._op is UnaryOp.IDENTITY:
             copy_permuted(source, b)
+        elif blocked.copy_tiled(source, b):
+            UNARY[self._op](b, out=b)  # element-wise: applying it after the copy is the same
         else:
             UNARY[self._op](source, out=b)
         if alpha != 1:

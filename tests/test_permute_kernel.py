@@ -1,0 +1,330 @@
+"""The cache-blocked copy kernel (cpu_fallback.blocked) against numpy.copyto.
+
+Most cases shrink the kernel's size threshold and tile buffer so that small arrays take
+the compiled path with many partial tiles; a few run at full size with the defaults.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import gpu_tc
+from cpu_fallback import blocked
+from cpu_fallback.permute import copy_permuted, copy_route
+from gpu_tc import reference
+
+pytestmark = pytest.mark.skipif(not blocked.numba_available(), reason="numba is not installed")
+
+DTYPES = ["float32", "float64", "complex64", "complex128"]
+
+
+@pytest.fixture(params=["serial", "parallel"])
+def small_tiles(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every copy takes the kernel (serial or parallel), with tiles of a few elements
+    (many partial tiles)."""
+    monkeypatch.setattr(blocked, "MIN_ELEMENTS", 0)
+    monkeypatch.setattr(blocked, "PARALLEL_BYTES", 0 if request.param == "parallel" else 1 << 62)
+    monkeypatch.setattr(blocked, "BUFFER_BYTES", 256)
+    blocked._layout.cache_clear()  # layouts memoised under other settings
+    yield
+    blocked._layout.cache_clear()
+
+
+def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+def _destination(
+    rng: np.random.Generator, shape: tuple[int, ...], dtype: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """A view of ``shape`` into a sentinel-filled buffer: axes in random memory order,
+    some reversed, with gaps between elements. Returns (view, buffer)."""
+    rank = len(shape)
+    order = rng.permutation(rank)
+    buffer = np.full(tuple(shape[i] for i in order) + (2,), 7, dtype)
+    view = buffer[..., 0].transpose(np.argsort(order))
+    flips = tuple(slice(None, None, -1) if f else slice(None) for f in rng.integers(0, 2, rank))
+    return view[flips], buffer
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x).view(np.uint8)
+
+
+def _check(source: np.ndarray, destination: np.ndarray, buffer: np.ndarray) -> None:
+    """copy_permuted writes what numpy.copyto writes, bit for bit, and nothing else."""
+    copy_permuted(source, destination)
+    np.testing.assert_array_equal(_bits(destination), _bits(source))
+    assert (buffer[..., 1] == 7).all(), "wrote outside the destination view"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("perm", list(itertools.permutations(range(4))))
+def test_every_rank4_permutation(small_tiles, rng, dtype, perm):
+    source = _random(rng, (5, 3, 7, 4), dtype).transpose(perm)
+    destination, buffer = _destination(rng, source.shape, dtype)
+    _check(source, destination, buffer)
+    contiguous = np.empty(source.shape, dtype)
+    copy_permuted(source, contiguous)
+    np.testing.assert_array_equal(contiguous, source)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rank", [1, 2, 3, 4, 5, 6])
+def test_random_views(small_tiles, rng, dtype, rank):
+    """Sliced, reversed and permuted sources into permuted, reversed, gapped targets."""
+    for _ in range(20):
+        shape = tuple(int(x) for x in rng.integers(1, 8, rank))
+        steps = tuple(int(x) for x in rng.choice([-2, -1, 1, 2, 3], rank))
+        big = _random(rng, tuple(e * abs(s) for e, s in zip(shape, steps)), dtype)
+        source = big[tuple(slice(None, None, s) for s in steps)]
+        source = source.transpose(rng.permutation(rank))
+        destination, buffer = _destination(rng, source.shape, dtype)
+        _check(source, destination, buffer)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_broadcast_source(small_tiles, rng, dtype):
+    """Zero source strides: a row broadcast down the columns of a transposed target."""
+    row = _random(rng, (9,), dtype)
+    source = np.broadcast_to(row, (6, 9))
+    destination = np.empty((9, 6), dtype).T
+    copy_permuted(source, destination)
+    np.testing.assert_array_equal(destination, np.broadcast_to(row, (6, 9)))
+    scalar = np.broadcast_to(row[:1].reshape(1, 1), (6, 9))
+    copy_permuted(scalar, destination)
+    np.testing.assert_array_equal(destination, np.full((6, 9), row[0]))
+
+
+def test_bit_exact_with_nan_payloads(small_tiles, rng):
+    """Words are moved, not values: every NaN payload and signed zero survives."""
+    bits = rng.integers(0, 2**64, size=(33, 17, 9), dtype=np.uint64, endpoint=False)
+    source = bits.view(np.float64).transpose(2, 0, 1)
+    destination = np.empty(source.shape)
+    copy_permuted(source, destination)
+    np.testing.assert_array_equal(destination.view(np.uint64), bits.transpose(2, 0, 1))
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (5, 0, 3), (0,)])
+def test_zero_size(small_tiles, shape):
+    source = np.ones(shape)
+    destination = np.empty(shape[::-1]).T
+    assert not blocked.copy_tiled(source, destination)
+    copy_permuted(source, destination)
+    assert destination.shape == shape
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex64", "complex128"])
+def test_misaligned_words(small_tiles, rng, dtype):
+    """Items not aligned to 8 bytes move as 4-byte words; the result is the same."""
+    itemsize = np.dtype(dtype).itemsize
+    shape = (6, 7, 5)
+    raw = np.zeros(itemsize * 210 + 4, np.uint8)
+    source = raw[4:].view(dtype).reshape(shape)
+    source[...] = _random(rng, shape, dtype)
+    layout = blocked.tile_layout(
+        source.shape, source.strides, (7 * itemsize, itemsize, 42 * itemsize), itemsize,
+        (source.ctypes.data, 0),
+    )  # fmt: skip
+    assert layout is not None and layout.word == "u4"
+    destination = np.empty((5, 6, 7), dtype).transpose(1, 2, 0)
+    copy_permuted(source, destination)
+    np.testing.assert_array_equal(destination, source)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("perm", [(3, 2, 1, 0), (0, 3, 2, 1), (1, 0, 3, 2), (2, 0, 3, 1)])
+def test_full_size_defaults(rng, dtype, perm):
+    """Default threshold and tiles: arrays large enough for the compiled path."""
+    a = _random(rng, (40, 33, 24, 65), dtype)
+    assert a.size >= blocked.MIN_ELEMENTS
+    source = a.transpose(perm)
+    destination = np.empty(source.shape, dtype)
+    assert blocked.copy_tiled(source, destination)
+    np.testing.assert_array_equal(destination, np.transpose(a, perm))
+
+
+def test_permute_api_uses_kernel(rng):
+    a = rng.standard_normal((64, 32, 16, 33))
+    result = gpu_tc.permute("abcd->dcba", a)
+    np.testing.assert_array_equal(result, a.transpose(3, 2, 1, 0))
+    assert "cache-blocked" in gpu_tc.prepare("abcd->dcba", a).reason
+    assert "numpy.copyto" in gpu_tc.prepare("abcd->dcba", a[:2, :2]).reason
+
+
+@pytest.mark.parametrize("op", [gpu_tc.UnaryOp.CONJ, gpu_tc.UnaryOp.NEG])
+def test_permute_with_op_and_alpha(rng, op):
+    a = _random(rng, (64, 32, 16, 33), "complex128")
+    result = gpu_tc.permute("abcd->cadb", a, op_a=op, alpha=0.5)
+    expected = 0.5 * (np.conj(a) if op is gpu_tc.UnaryOp.CONJ else -a).transpose(2, 0, 3, 1)
+    np.testing.assert_allclose(result, expected, rtol=0, atol=0)
+
+
+def test_packing_through_kernel(small_tiles, rng):
+    """A contraction whose operands and result are packed/unpacked through the kernel."""
+    a = rng.standard_normal((6, 5, 7, 4))
+    b = rng.standard_normal((4, 5, 3, 6))
+    result = gpu_tc.einsum("abcd,dbea->ec", a, b)
+    np.testing.assert_allclose(result, reference.einsum("abcd,dbea->ec", a, b), rtol=1e-12)
+
+
+def test_falls_back_where_it_must(rng):
+    a = rng.standard_normal((128, 128, 64))
+    destination = np.empty((64, 128, 128)).transpose(2, 1, 0)
+    assert blocked.copy_tiled(a, destination)  # the control: this one tiles
+    np.testing.assert_array_equal(destination, a)
+    assert not blocked.copy_tiled(a, np.empty_like(a))  # same order: streams
+    assert not blocked.copy_tiled(a, a.transpose(2, 1, 0)[::-1].T)  # overlapping
+    read_only = destination.view()
+    read_only.flags.writeable = False
+    assert not blocked.copy_tiled(a, read_only)
+    assert not blocked.copy_tiled(a, destination.astype(np.float32))  # dtypes differ
+    assert not blocked.copy_tiled(a[:8], destination[:8])  # small: numpy.copyto
+    ints = np.arange(a.size, dtype=np.int64).reshape(a.shape)
+    int_destination = np.empty_like(destination, np.int64)
+    assert blocked.copy_tiled(ints, int_destination)
+    np.testing.assert_array_equal(int_destination, ints)
+    overlapping = np.lib.stride_tricks.as_strided(np.empty(200), (64, 64), (16, 8))
+    assert not blocked.copy_tiled(a[0, :64, :64].T, overlapping)  # writes would collide
+    objects = np.empty(a.shape, object)
+    assert not blocked.copy_tiled(objects, np.empty(objects.shape[::-1], object).T)
+
+
+def test_layout_of_a_4d_reversal():
+    shape, item = (64, 64, 64, 64), 8
+    strides = tuple(item * 64**k for k in (3, 2, 1, 0))
+    layout = blocked.tile_layout(shape, strides[::-1], strides, item)
+    assert layout is not None
+    assert layout.rows == (blocked.Axis(64, 64**3, 1),)
+    assert layout.cols == (blocked.Axis(64, 1, 64**3),)
+    assert [(a.src, a.dst) for a in layout.outer] == [(64, 64**2), (64**2, 64)]
+    assert layout.tile_rows * layout.tile_cols * item <= blocked.BUFFER_BYTES
+    wide = tuple(2 * s for s in strides)
+    complex_layout = blocked.tile_layout(shape, wide[::-1], wide, 16)
+    assert complex_layout is not None and complex_layout.run.extent == 2  # two words
+
+
+def test_short_axes_are_grouped_into_long_tiles():
+    """Extents of 6: three axes make a tile's rows (contiguous in the destination) and
+    three its columns (contiguous in the source)."""
+    shape, item = (6,) * 6, 8
+    strides = tuple(item * 6**k for k in range(5, -1, -1))
+    layout = blocked.tile_layout(shape, strides[::-1], strides, item)
+    assert layout is not None
+    assert [a.dst for a in layout.rows] == [1, 6, 36]
+    assert [a.src for a in layout.cols] == [1, 6, 36]
+    assert layout.outer == ()
+    assert (layout.n_rows, layout.n_cols) == (216, 216)
+
+
+def test_long_runs_go_to_numpy_unless_threaded():
+    """A run of 4 KiB contiguous in both arrays streams well through numpy.copyto on one
+    thread; a copy large enough for threads still takes the kernel."""
+    shape, item = (64, 64, 512), 8
+    src = (item * 512, item * 512 * 64, item)  # the two outer axes swapped, runs kept
+    dst = (item * 512 * 64, item * 512, item)
+    layout = blocked.tile_layout(shape, src, dst, item)
+    assert layout is not None and layout.run.extent == 512
+    assert blocked.pays(layout, blocked.PARALLEL_BYTES - 1, 2) is None
+    assert blocked.pays(layout, blocked.PARALLEL_BYTES, 1) is None
+    assert blocked.pays(layout, blocked.PARALLEL_BYTES, 2) is True
+    short = blocked.tile_layout((64, 64, 8), (64, 4096, 8), (4096, 64, 8), item)
+    assert short is not None and blocked.pays(short, 1 << 20, 2) is False
+
+
+def test_route_names_the_kernel():
+    extents = (64, 64, 64, 64)
+    c_order = (64**3, 64**2, 64, 1)
+    assert copy_route(extents, c_order[::-1], c_order, "d").startswith("cache-blocked")
+    reversed_32 = ((32, 32, 32, 32), (1, 32, 32**2, 32**3), (32**3, 32**2, 32, 1))
+    threaded = ", threaded" if (os.cpu_count() or 1) > 1 else ""
+    assert copy_route(*reversed_32, "d") == f"cache-blocked 64x64 tiles (numba{threaded})"
+    assert copy_route(*reversed_32, "f") == "cache-blocked 80x96 tiles (numba)"
+    assert copy_route(extents, c_order, c_order, "d") == "numpy.copyto"
+    assert copy_route((4, 4), (1, 4), (4, 1), "d") == "numpy.copyto"
+
+
+def test_without_numba_imports_lazily_and_falls_back():
+    """``import gpu_tc`` and small copies never import numba; without numba, copyto."""
+    code = (
+        "import sys, numpy as np, gpu_tc\n"
+        "gpu_tc.permute('ij->ji', np.ones((3, 4)))\n"
+        "assert 'numba' not in sys.modules, 'numba imported'\n"
+        "sys.modules['numba'] = None\n"
+        "from cpu_fallback import blocked\n"
+        "a = np.arange(64.0**4).reshape(64, 64, 64, 64)\n"
+        "r = gpu_tc.permute('abcd->dcba', a)\n"
+        "assert (r == a.transpose(3, 2, 1, 0)).all()\n"
+        "assert not blocked.copy_tiled(a.T, np.empty_like(a))\n"
+        "print(gpu_tc.prepare('abcd->dcba', a).reason)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "numba, which the cache-blocked kernel needs, is not installed" in out.stdout
+
+
+def test_broken_numba_warns_and_falls_back(tmp_path):
+    """numba that fails to import (e.g. built for another NumPy): a warning, then copyto."""
+    fake = tmp_path / "numba"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('Numba needs NumPy 1.0')\n")
+    code = (
+        "import sys, warnings, numpy as np\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "from cpu_fallback.permute import copy_permuted\n"
+        "a = np.arange(2.0**20).reshape(2**10, 2**10)\n"
+        "b = np.empty_like(a)\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    copy_permuted(a.T, b)\n"
+        "    copy_permuted(a.T, b)\n"
+        "assert (b == a.T).all()\n"
+        "print(len(caught), caught[0].message)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("1 numba is installed but does not import (Numba needs NumPy")
+
+
+def test_no_writable_cache_directory_still_compiles():
+    """Where numba finds no directory to cache in, the kernel compiles in the process."""
+    code = (
+        "import numpy as np\n"
+        "from cpu_fallback import blocked\n"
+        "a = np.arange(2.0**20, dtype=np.float32).reshape(2**10, 2**10)\n"
+        "b = np.empty_like(a)\n"
+        "assert blocked.copy_tiled(a.T, b)\n"
+        "assert (b == a.T).all()\n"
+    )
+    env = dict(
+        os.environ,
+        NUMBA_CACHE_LOCATOR_CLASSES="UserProvidedCacheLocator",
+        NUMBA_CACHE_DIR=os.devnull + "/numba",  # under a file: never creatable
+    )
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
+
+
+def test_concurrent_copies_from_threads():
+    """Parallel copies launched from several Python threads at once (numba's workqueue
+    threading layer would abort on that without the kernel's lock)."""
+    code = (
+        "import threading, numpy as np\n"
+        "from cpu_fallback.permute import copy_permuted\n"
+        "a = np.random.default_rng(0).standard_normal((128, 128, 128))\n"
+        "outs = [np.empty((128, 128, 128)) for _ in range(4)]\n"
+        "threads = [threading.Thread(target=copy_permuted, args=(a.transpose(2, 1, 0), o))\n"
+        "           for o in outs]\n"
+        "[t.start() for t in threads]\n"
+        "[t.join() for t in threads]\n"
+        "assert all((o == a.transpose(2, 1, 0)).all() for o in outs)\n"
+    )
+    env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
