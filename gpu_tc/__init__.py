@@ -30,6 +30,7 @@ from .errors import (
     ShapeError,
     WorkspaceError,
 )
+from .numpy_compat import tensordot, transpose
 from .options import BinaryOp, Options, ReduceOp, UnaryOp
 from .plan import Plan
 
@@ -61,5 +62,7 @@ __all__ = [
     "plan_cache",
     "prepare",
     "reduce",
+    "tensordot",
     "trace",
+    "transpose",
 ]

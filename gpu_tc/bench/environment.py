@@ -1,0 +1,152 @@
+"""What this host offers: versions, BLAS, CPU, and whether a GPU backend can run.
+
+GPU packages (CuPy, nvmath-python) are imported only by :func:`gpu_status`, which
+the ``info``, ``selftest``, ``demo`` and ``bench --backend gpu`` commands call; every
+failure there becomes a reason string, never an exception.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import platform
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class GpuStatus:
+    """Whether gpu_tc's GPU backend can run here, and what was found on the way.
+
+    Attributes:
+        available: CuPy imports, sees a device, and gpu_tc's GPU backend is present.
+        reason: Why not, when not available.
+        devices: "index: name (compute capability, memory)" per visible device.
+        versions: CuPy, CUDA runtime, CUDA driver, cuTENSOR, nvmath-python (found ones).
+    """
+
+    available: bool
+    reason: str = ""
+    devices: tuple[str, ...] = ()
+    versions: dict[str, str] = field(default_factory=dict, hash=False)
+
+
+def package_version(name: str) -> str | None:
+    """The installed distribution's version, without importing it (None if absent)."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def installed(module: str) -> bool:
+    """Whether a top-level module can be imported (found, not imported)."""
+    return importlib.util.find_spec(module) is not None
+
+
+def blas() -> str:
+    """The BLAS NumPy uses: threadpoolctl's view if installed, else NumPy's build info."""
+    if installed("threadpoolctl"):
+        from threadpoolctl import threadpool_info
+
+        pools = [p for p in threadpool_info() if p.get("user_api") == "blas"]
+        if pools:
+            pool = pools[0]
+            return (
+                f"{pool.get('internal_api')} {pool.get('version')} "
+                f"({pool.get('num_threads')} threads, {pool.get('architecture')})"
+            )
+    try:
+        config: Any = np.show_config(mode="dicts")
+        entry = config["Build Dependencies"]["blas"]
+    except (TypeError, KeyError):  # NumPy < 1.26 prints only
+        return "unknown"
+    return f"{entry.get('name', 'unknown')} {entry.get('version', '')}".strip()
+
+
+@lru_cache(maxsize=1)
+def cpu_name() -> str:
+    """The CPU model from /proc/cpuinfo where there is one, else platform's guess."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def host() -> dict[str, Any]:
+    """Versions and hardware of the host side, for reports."""
+    from .. import __version__
+
+    return {
+        "gpu_tc": __version__,
+        "python": platform.python_version(),
+        "platform": f"{platform.system()} {platform.machine()}",
+        "numpy": np.__version__,
+        "blas": blas(),
+        "cpu": cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "opt_einsum": package_version("opt_einsum"),
+        "torch": package_version("torch"),
+        "pytblis": package_version("pytblis"),
+    }
+
+
+@lru_cache(maxsize=1)
+def gpu_status() -> GpuStatus:
+    """Probe CuPy, the devices, cuTENSOR and gpu_tc's GPU backend (imports CuPy)."""
+    if not installed("cupy"):
+        return GpuStatus(False, "CuPy is not installed (pip install 'gpu-tc[gpu]')")
+    versions: dict[str, str] = {}
+    try:
+        import cupy
+
+        versions["cupy"] = cupy.__version__
+        runtime = cupy.cuda.runtime
+        versions["cuda_runtime"] = _cuda_version(runtime.runtimeGetVersion())
+        versions["cuda_driver"] = _cuda_version(runtime.driverGetVersion())
+        count = runtime.getDeviceCount()
+        devices = tuple(_describe_device(runtime, i) for i in range(count))
+    except Exception as err:  # noqa: BLE001 - any CUDA failure means no usable GPU
+        return GpuStatus(False, f"CUDA is not usable: {type(err).__name__}: {err}", (), versions)
+    versions.update(_cutensor_versions())
+    if not devices:
+        return GpuStatus(False, "CuPy sees no CUDA device", devices, versions)
+    if not installed("nvmath"):
+        return GpuStatus(False, "nvmath-python is not installed", devices, versions)
+    if importlib.util.find_spec("gpu_tc.cuda.backend") is None:
+        return GpuStatus(False, "gpu_tc.cuda.backend is missing from this build", devices, versions)
+    return GpuStatus(True, "", devices, versions)
+
+
+def _cuda_version(number: int) -> str:
+    return f"{number // 1000}.{number % 1000 // 10}"
+
+
+def _describe_device(runtime: Any, index: int) -> str:
+    props = runtime.getDeviceProperties(index)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    memory = props["totalGlobalMem"] / 2**30
+    return f"{index}: {name} (sm_{props['major']}{props['minor']}, {memory:.0f} GiB)"
+
+
+def _cutensor_versions() -> dict[str, str]:
+    found: dict[str, str] = {}
+    nvmath_version = package_version("nvmath-python")
+    if nvmath_version:
+        found["nvmath-python"] = nvmath_version
+    try:
+        from nvmath.bindings import cutensor
+
+        number = cutensor.get_version()
+        found["cutensor"] = f"{number // 10000}.{number % 10000 // 100}.{number % 100}"
+    except Exception as err:  # noqa: BLE001 - a missing library is reported, not raised
+        found["cutensor"] = f"not loadable ({type(err).__name__})"
+    return found

@@ -1,0 +1,89 @@
+"""The PNG of a report: grouped bars per case, gpu_tc beside each peer, and the ceiling.
+
+matplotlib is imported here only, when a plot is asked for, and drawn on a bare
+Figure (Agg), so no global backend or pyplot state is touched.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from .report import number, title
+
+CASES_PER_ROW = 24
+COLOURS = ("#d62728", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17becf")
+
+
+def plot_report(doc: dict[str, Any], path: Path) -> Path:
+    """Draw ``doc`` to ``path`` (PNG) and return the path.
+
+    Rows of at most 24 cases each, plus a final "geomean" group; mismatching results
+    are hatched; the ceiling is a dashed line (GEMM) or a dashed tick per case (copy).
+    """
+    from matplotlib.figure import Figure
+
+    cases = doc["cases"]
+    groups = [cases[i : i + CASES_PER_ROW] for i in range(0, len(cases), CASES_PER_ROW)] or [[]]
+    figure = Figure(figsize=(16, 1.2 + 4.2 * len(groups)), dpi=100, layout="constrained")
+    axes = figure.subplots(len(groups), 1, squeeze=False, sharey=True)[:, 0]
+    values = [e.get("value") for c in cases for e in c["results"].values() if e.get("value")]
+    log = bool(values) and max(values) / min(values) > 30
+    for index, (ax, group) in enumerate(zip(axes, groups)):
+        _draw_row(ax, doc, group, log, geomeans=index == len(groups) - 1)
+    axes[0].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9, frameon=False)
+    figure.suptitle(_caption(doc), fontsize=12)
+    figure.savefig(path, format="png")
+    return path
+
+
+def _caption(doc: dict[str, Any]) -> str:
+    env = doc["environment"]
+    where = "; ".join(env.get("devices") or []) or f"{env.get('cpu')}, {env.get('cpu_count')} cores"
+    ratio = doc["summary"]["geomean_ratio_best"]
+    return f"{title(doc)}\n{where}; gpu_tc / best peer (geomean) = {number(ratio)}"
+
+
+def _draw_row(ax: Any, doc: dict[str, Any], cases: list[dict[str, Any]], log: bool,
+              geomeans: bool) -> None:
+    names = doc["implementations"]
+    labels = [str(c["id"]) for c in cases] + (["geomean"] if geomeans else [])
+    width = 0.8 / len(names)
+    for k, name in enumerate(names):
+        heights, hatches = [], []
+        for case in cases:
+            entry = case["results"].get(name) or {}
+            heights.append(entry.get("value") or math.nan)
+            hatches.append("xx" if entry.get("mismatch") else "")
+        if geomeans:
+            heights.append(doc["summary"]["geomean"].get(name) or math.nan)
+            hatches.append("")
+        positions = [i - 0.4 + width * (k + 0.5) for i in range(len(labels))]
+        bars = ax.bar(positions, heights, width, label=name, color=COLOURS[k % len(COLOURS)],
+                      edgecolor="black" if k == 0 else "none", linewidth=0.6)
+        for bar, hatch in zip(bars, hatches):
+            bar.set_hatch(hatch)
+    _draw_ceiling(ax, doc, cases)
+    if geomeans:
+        ax.axvline(len(cases) - 0.5, color="grey", linestyle=":", linewidth=1)
+    ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_xlim(-0.6, len(labels) - 0.4)
+    ax.set_ylabel(doc["metric"]["unit"])
+    ax.set_xlabel("case id" if doc["suite"] == "tccg" else "case id (see the table)")
+    ax.grid(axis="y", alpha=0.3)
+    if log:
+        ax.set_yscale("log")
+
+
+def _draw_ceiling(ax: Any, doc: dict[str, Any], cases: list[dict[str, Any]]) -> None:
+    if doc.get("ceiling"):
+        ceiling = doc["ceiling"]
+        ax.axhline(ceiling["value"], color="black", linestyle="--", linewidth=1,
+                   label=f"ceiling: {ceiling['name']}")
+        return
+    ticks = [(i, c["ceiling"]) for i, c in enumerate(cases) if c.get("ceiling")]
+    if ticks:
+        ax.hlines([v for _, v in ticks], [i - 0.45 for i, _ in ticks],
+                  [i + 0.45 for i, _ in ticks], colors="black", linestyles="--", linewidth=1,
+                  label="ceiling: contiguous copy of the same bytes")

@@ -1,0 +1,230 @@
+"""Reports: ratios and geomeans, JSON, markdown tables, and the files of a run.
+
+A report is the plain dict :func:`gpu_tc.bench.runner.run` returns. Every ratio is
+``peer seconds / gpu_tc seconds``: above 1 means gpu_tc is faster, whatever the
+metric. The best peer of a case is its fastest peer whose result matched gpu_tc's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+SUMMARY_NAME = "summary.md"
+
+
+def geomean(values: Iterable[float]) -> float | None:
+    """The geometric mean of the positive values (None when there are none).
+
+    Example:
+        >>> geomean([1.0, 4.0])
+        2.0
+    """
+    logs = [math.log(v) for v in values if v is not None and v > 0 and math.isfinite(v)]
+    return math.exp(sum(logs) / len(logs)) if logs else None
+
+
+def _seconds(case: dict[str, Any], name: str) -> float | None:
+    entry = case["results"].get(name)
+    return None if entry is None else entry.get("seconds")
+
+
+def analyse(doc: dict[str, Any]) -> dict[str, Any]:
+    """Add per-case ratios and best peer, and the run's ``summary``; returns ``doc``."""
+    own_name, *peers = doc["implementations"]
+    for case in doc["cases"]:
+        own = _seconds(case, own_name)
+        timed = {p: s for p in peers if (s := _seconds(case, p))}
+        case["ratios"] = {p: s / own for p, s in timed.items()} if own else {}
+        matched = [p for p in timed if not case["results"][p]["mismatch"]]
+        best = min(matched, key=timed.__getitem__) if matched else None
+        case["best_peer"] = best
+        case["ratio_best"] = timed[best] / own if best and own else None
+    cases = doc["cases"]
+    compared = [c["ratio_best"] for c in cases if c["ratio_best"] is not None]
+    summary: dict[str, Any] = {
+        "geomean": {
+            name: geomean(c["results"][name].get("value") for c in cases if name in c["results"])
+            for name in doc["implementations"]
+        },
+        "geomean_ratio": {p: geomean(c["ratios"].get(p) for c in cases) for p in peers},
+        "geomean_ratio_best": geomean(compared),
+        "cases_compared": len(compared),
+        "cases_at_or_above_best": sum(r >= 1 for r in compared),
+        "mismatches": [
+            {"case": c["id"], "peer": p, "rel_error": e["rel_error"]}
+            for c in cases for p, e in c["results"].items() if e["mismatch"]
+        ],
+        "errors": [
+            {"case": c["id"], "implementation": p, "error": e["error"]}
+            for c in cases for p, e in c["results"].items() if e["error"]
+        ],
+    }
+    if doc.get("ceiling") and summary["geomean"].get(own_name):
+        summary["fraction_of_ceiling"] = summary["geomean"][own_name] / doc["ceiling"]["value"]
+    doc["summary"] = summary
+    return doc
+
+
+def number(value: float | None) -> str:
+    """Three significant figures or so; "-" for a missing value.
+
+    Example:
+        >>> number(1234.5), number(12.345), number(0.5), number(0.01234), number(None)
+        ('1234', '12.3', '0.500', '0.0123', '-')
+    """
+    if value is None or not math.isfinite(value):
+        return "-"
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    if abs(value) >= 1:
+        return f"{value:.2f}"
+    return f"{value:#.3g}"
+
+
+def _work_column(doc: dict[str, Any]) -> tuple[str, float] | None:
+    unit = doc["metric"]["unit"]
+    return {"GFLOP/s": ("GFLOP", 1e9), "GB/s": ("MB", 1e6)}.get(unit)
+
+
+def title(doc: dict[str, Any]) -> str:
+    """e.g. "tccg, float64, cpu: GFLOP/s (higher is better)"."""
+    better = "higher" if doc["metric"]["higher_is_better"] else "lower"
+    unit = doc["metric"]["unit"]
+    return f"{doc['suite']}, {doc['dtype']}, {doc['backend']}: {unit} ({better} is better)"
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The report as a markdown section: settings, per-case table, geomeans, notes."""
+    names = doc["implementations"]
+    env = doc["environment"]
+    work = _work_column(doc)
+    lines = [f"### {title(doc)}", ""]
+    if doc.get("command"):
+        lines += [f"Command: `{doc['command']}`", ""]
+    lines += [
+        f"Host: {env.get('cpu')}, {env.get('cpu_count')} cores; NumPy {env.get('numpy')} "
+        f"(BLAS {env.get('blas')}); gpu_tc {env.get('gpu_tc')}; {doc['created']}.",
+        "",
+    ]
+    if env.get("devices"):
+        lines += [f"GPU: {'; '.join(env['devices'])}.", ""]
+    if doc.get("ceiling"):
+        lines += [f"Ceiling: {doc['ceiling']['name']}: {number(doc['ceiling']['value'])} "
+                  f"{doc['metric']['unit']}.", ""]
+    header = ["id", "case", "expr"] + ([work[0]] if work else []) + names
+    header += (["copy"] if any(c["ceiling"] for c in doc["cases"]) else [])
+    header += ["best peer", "gpu_tc/best", "route"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for case in doc["cases"]:
+        row = [str(case["id"]), case["name"], f"`{case['expr']}`"]
+        if work:
+            row.append(number(case["work"] / work[1]))
+        for name in names:
+            row.append(_cell(case["results"].get(name)))
+        if "copy" in header:
+            row.append(number(case["ceiling"]))
+        route = (case["results"].get(names[0]) or {}).get("route") or ""
+        row += [case["best_peer"] or "-", number(case["ratio_best"]), route]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", *_summary_lines(doc)]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(entry: dict[str, Any] | None) -> str:
+    if entry is None:
+        return "n/a"
+    if entry["error"]:
+        return "error"
+    return number(entry.get("value")) + (" (x)" if entry["mismatch"] else "")
+
+
+def _summary_lines(doc: dict[str, Any]) -> list[str]:
+    summary = doc["summary"]
+    unit = doc["metric"]["unit"]
+    names = doc["implementations"]
+    lines = [
+        f"Geomean {unit}: "
+        + ", ".join(f"{n} {number(summary['geomean'][n])}" for n in names) + ".",
+        "",
+        "gpu_tc / peer (geomean of per-case time ratios, > 1: gpu_tc faster): "
+        + ", ".join(f"{p} {number(r)}" for p, r in summary["geomean_ratio"].items())
+        + f"; best peer per case {number(summary['geomean_ratio_best'])} "
+        f"({summary['cases_at_or_above_best']}/{summary['cases_compared']} cases at or above "
+        "the best peer).",
+        "",
+    ]
+    if "fraction_of_ceiling" in summary:
+        lines += [f"gpu_tc geomean = {summary['fraction_of_ceiling']:.0%} of the ceiling.", ""]
+    lines.append(
+        f"(x): the result differs from gpu_tc's by more than {doc['tolerance']:g} "
+        "(max-norm relative error); n/a: the peer has no such operation."
+    )
+    for item in summary["mismatches"]:
+        lines.append(f"- mismatch: case {item['case']} {item['peer']}: "
+                     f"relative error {item['rel_error']:.3g}")
+    for item in summary["errors"]:
+        lines.append(f"- error: case {item['case']} {item['implementation']}: {item['error']}")
+    return lines
+
+
+def stem(backend: str, suite: str, dtype: str) -> str:
+    """The files' stem, e.g. "cpu-tccg-float64"."""
+    return f"{backend}-{suite}-{dtype}"
+
+
+def write(doc: dict[str, Any], directory: Path, plot: bool = True) -> list[Path]:
+    """Write ``<stem>.json``, ``<stem>.md``, ``<stem>.png`` and refresh ``summary.md``.
+
+    The summary is rebuilt from every report JSON in ``directory``, so runs of
+    different suites into one directory add up.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    base = directory / stem(doc["backend"], doc["suite"], doc["dtype"])
+    paths = [base.with_suffix(".json"), base.with_suffix(".md")]
+    paths[0].write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    paths[1].write_text(markdown(doc), encoding="utf-8")
+    if plot:
+        from .plot import plot_report
+
+        paths.append(plot_report(doc, base.with_suffix(".png")))
+    summary = directory / SUMMARY_NAME
+    summary.write_text(summary_markdown(load_all(directory)), encoding="utf-8")
+    return paths + [summary]
+
+
+def load_all(directory: Path) -> list[dict[str, Any]]:
+    """Every report JSON in ``directory`` (files without a report schema are skipped)."""
+    docs = []
+    for path in sorted(directory.glob("*.json")):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(doc, dict) and doc.get("schema") == 1 and "summary" in doc:
+            docs.append(doc)
+    return docs
+
+
+def summary_markdown(docs: list[dict[str, Any]]) -> str:
+    """One table: per report, each implementation's geomean and gpu_tc vs the best peer."""
+    names: list[str] = []
+    for doc in docs:
+        names += [n for n in doc["implementations"] if n not in names]
+    header = ["suite", "dtype", "backend", "unit", *names, "gpu_tc/best", "cases >= best",
+              "mismatches"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for doc in docs:
+        s = doc["summary"]
+        row = [doc["suite"], doc["dtype"], doc["backend"], doc["metric"]["unit"]]
+        row += [number(s["geomean"].get(n)) if n in s["geomean"] else "n/a" for n in names]
+        row += [number(s["geomean_ratio_best"]),
+                f"{s['cases_at_or_above_best']}/{s['cases_compared']}", str(len(s["mismatches"]))]
+        lines.append("| " + " | ".join(row) + " |")
+    commands = sorted({doc["command"] for doc in docs if doc.get("command")})
+    notes = ["", "Geomeans over the cases of each suite; gpu_tc/best: geomean of "
+             "best-peer time / gpu_tc time (> 1: gpu_tc faster)."]
+    notes += ["", "Made by:", *[f"- `{c}`" for c in commands]] if commands else []
+    return "\n".join(lines + notes) + "\n"

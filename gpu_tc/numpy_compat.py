@@ -1,0 +1,152 @@
+"""NumPy-compatible ``tensordot`` and ``transpose``, executed by gpu_tc.
+
+With these and :func:`gpu_tc.einsum`, gpu_tc is an opt_einsum backend:
+``opt_einsum.contract(expr, *operands, backend="gpu_tc")`` looks the three names up
+in the ``gpu_tc`` module. Both functions take NumPy or CuPy arrays.
+
+Example:
+    >>> import numpy as np, gpu_tc
+    >>> gpu_tc.tensordot(np.ones((2, 3)), np.ones((3, 4)), axes=1).shape
+    (2, 4)
+    >>> gpu_tc.transpose(np.ones((2, 3, 4))).shape
+    (4, 3, 2)
+"""
+
+from __future__ import annotations
+
+import operator
+import string
+from collections.abc import Sequence
+from typing import Any
+
+from .api import einsum, permute
+from .errors import ShapeError
+
+_LABELS = string.ascii_letters
+
+
+def _rank(x: Any) -> int:
+    return len(x.shape) if hasattr(x, "shape") else 0
+
+
+def _axis_list(axes: Any, name: str, context: str) -> list[int]:
+    """One side of a tensordot ``axes`` pair: an int or a sequence of ints."""
+    try:
+        return [operator.index(axes)]
+    except TypeError:
+        pass
+    try:
+        return [operator.index(axis) for axis in axes]
+    except TypeError:
+        raise ShapeError(f"{name} must be an int or a sequence of ints in {context}") from None
+
+
+def _normalise(axes: list[int], rank: int, name: str, context: str) -> list[int]:
+    result = []
+    for axis in axes:
+        if not -rank <= axis < rank:
+            raise ShapeError(f"{name} {axis} is out of range for rank {rank} in {context}")
+        result.append(axis % rank)
+    if len(set(result)) != len(result):
+        raise ShapeError(f"{name} {axes} repeats an axis in {context}")
+    return result
+
+
+def _contracted_axes(
+    axes: Any, rank_a: int, rank_b: int, context: str
+) -> tuple[list[int], list[int]]:
+    try:
+        count = operator.index(axes)
+    except TypeError:
+        try:
+            side_a, side_b = axes
+        except (TypeError, ValueError):
+            raise ShapeError(
+                f"axes must be an int or a pair of axis sequences, got {axes!r} in {context}"
+            ) from None
+        list_a = _axis_list(side_a, "axes[0]", context)
+        list_b = _axis_list(side_b, "axes[1]", context)
+    else:
+        if count < 0 or count > min(rank_a, rank_b):
+            raise ShapeError(
+                f"axes={count} needs 0 <= axes <= min(rank a, rank b) = "
+                f"{min(rank_a, rank_b)} in {context}"
+            )
+        list_a, list_b = list(range(rank_a - count, rank_a)), list(range(count))
+    if len(list_a) != len(list_b):
+        raise ShapeError(
+            f"axes[0] has {len(list_a)} axes but axes[1] has {len(list_b)} in {context}"
+        )
+    return (_normalise(list_a, rank_a, "axes[0] axis", context),
+            _normalise(list_b, rank_b, "axes[1] axis", context))
+
+
+def tensordot(a: Any, b: Any, axes: int | Sequence[Any] = 2) -> Any:
+    """numpy.tensordot: sum products over the given axes of ``a`` and ``b``.
+
+    Args:
+        a, b: The operands (NumPy or CuPy arrays, same kind).
+        axes: N: the last N axes of ``a`` with the first N of ``b``; or a pair
+            ``(axes_a, axes_b)`` of ints or equal-length sequences (negative allowed).
+
+    Returns:
+        The free axes of ``a`` then those of ``b``, as numpy.tensordot orders them.
+
+    Raises:
+        ShapeError: bad axes, or contracted extents that differ.
+
+    Example:
+        >>> import numpy as np, gpu_tc
+        >>> a, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4)
+        >>> bool((gpu_tc.tensordot(a, b, axes=([1], [0])) == a @ b).all())
+        True
+    """
+    rank_a, rank_b = _rank(a), _rank(b)
+    context = f"tensordot(rank {rank_a}, rank {rank_b}, axes={axes!r})"
+    axes_a, axes_b = _contracted_axes(axes, rank_a, rank_b, context)
+    if rank_a + rank_b - len(axes_a) > len(_LABELS):
+        raise ShapeError(f"{context} needs more than {len(_LABELS)} labels")
+    labels_a = list(_LABELS[:rank_a])
+    fresh = iter(_LABELS[rank_a:])
+    labels_b = [""] * rank_b
+    for axis_a, axis_b in zip(axes_a, axes_b):
+        if a.shape[axis_a] != b.shape[axis_b]:
+            raise ShapeError(
+                f"axis {axis_a} of a (extent {a.shape[axis_a]}) and axis {axis_b} of b "
+                f"(extent {b.shape[axis_b]}) are contracted but differ in {context}"
+            )
+        labels_b[axis_b] = labels_a[axis_a]
+    labels_b = [label or next(fresh) for label in labels_b]
+    free_a = [x for i, x in enumerate(labels_a) if i not in axes_a]
+    free_b = [x for i, x in enumerate(labels_b) if i not in axes_b]
+    subscripts = f"{''.join(labels_a)},{''.join(labels_b)}->{''.join(free_a + free_b)}"
+    return einsum(subscripts, a, b)
+
+
+def transpose(a: Any, axes: Sequence[int] | None = None) -> Any:
+    """numpy.transpose, as a new array (numpy returns a view; gpu_tc permutes a copy).
+
+    Args:
+        a: The operand (NumPy or CuPy array).
+        axes: A permutation of the axes (negative allowed); None reverses them.
+
+    Raises:
+        ShapeError: ``axes`` is not a permutation of ``a``'s axes.
+
+    Example:
+        >>> import numpy as np, gpu_tc
+        >>> gpu_tc.transpose(np.arange(6.0).reshape(2, 3), (1, 0)).tolist()
+        [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
+    """
+    rank = _rank(a)
+    context = f"transpose(rank {rank}, axes={axes!r})"
+    if rank > len(_LABELS):
+        raise ShapeError(f"{context} needs more than {len(_LABELS)} labels")
+    if axes is None:
+        order = list(range(rank))[::-1]
+    else:
+        order = _normalise(_axis_list(axes, "axes", context), rank, "axis", context)
+        if len(order) != rank:
+            raise ShapeError(f"axes {list(axes)} do not match the {rank} axes of a in {context}")
+    labels = _LABELS[:rank]
+    return permute(f"{labels}->{''.join(labels[i] for i in order)}", a)

@@ -1,0 +1,129 @@
+"""gpu_tc.tensordot and gpu_tc.transpose against numpy.tensordot and numpy.transpose."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpu_tc
+from gpu_tc import ShapeError, numpy_compat
+
+DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+RTOL = {np.float32: 1e-5, np.complex64: 1e-5, np.float64: 1e-12, np.complex128: 1e-12}
+
+
+def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: type) -> np.ndarray:
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize(
+    "shape_a, shape_b, axes",
+    [
+        ((2, 3, 4), (3, 4, 5), 2),
+        ((2, 3), (3, 4), 1),
+        ((2, 3), (4, 5), 0),
+        ((3,), (3,), 1),
+        ((2, 3, 4), (4, 3, 5), ([1, 2], [1, 0])),
+        ((2, 3, 4), (4, 3, 5), ((2, 1), (0, 1))),
+        ((2, 3, 4), (4, 3, 5), (2, 0)),
+        ((2, 3, 4), (4, 3, 5), ([-1, -2], [0, -2])),
+        ((5, 2, 3), (3, 6, 5), ([0, 2], [2, 0])),
+        ((2, 3), (3, 2), ([], [])),
+    ],
+)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_tensordot_matches_numpy(rng, shape_a, shape_b, axes, dtype):
+    a, b = _random(rng, shape_a, dtype), _random(rng, shape_b, dtype)
+    got = gpu_tc.tensordot(a, b, axes)
+    expected = np.tensordot(a, b, axes)
+    assert got.shape == expected.shape
+    assert got.dtype == expected.dtype
+    np.testing.assert_allclose(got, expected, rtol=RTOL[dtype], atol=RTOL[dtype] * 10)
+
+
+def test_tensordot_default_axes_is_two(rng):
+    a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((3, 4, 5))
+    np.testing.assert_allclose(gpu_tc.tensordot(a, b), np.tensordot(a, b), rtol=1e-12)
+
+
+def test_tensordot_mixed_dtypes_promote_like_numpy(rng):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 2))
+    got = gpu_tc.tensordot(a, b, 1)
+    assert got.dtype == np.tensordot(a, b, 1).dtype == np.float64
+
+
+def test_tensordot_of_scalars():
+    assert gpu_tc.tensordot(np.float64(2.0), np.float64(3.0), 0) == 6.0
+
+
+@pytest.mark.parametrize(
+    "axes, match",
+    [
+        (([0], [0]), "differ"),
+        (([1, 2], [0]), "axes\\[0\\] has 2 axes but axes\\[1\\] has 1"),
+        (([3], [0]), "out of range"),
+        (([1, 1], [0, 1]), "repeats an axis"),
+        (4, "0 <= axes <= min"),
+        (-1, "0 <= axes <= min"),
+        ((1, 2, 3), "int or a pair"),
+        ("ab", "axes\\[0\\] must be an int"),
+        (([0.5], [0]), "int or a sequence of ints"),
+    ],
+)
+def test_tensordot_bad_axes(axes, match):
+    a, b = np.ones((2, 3, 4)), np.ones((4, 3, 5))
+    with pytest.raises(ShapeError, match=match):
+        gpu_tc.tensordot(a, b, axes)
+
+
+@pytest.mark.parametrize(
+    "shape, axes",
+    [
+        ((2, 3, 4), None),
+        ((2, 3, 4), (1, 2, 0)),
+        ((2, 3, 4), [2, 0, 1]),
+        ((2, 3, 4), (-1, 0, -2)),
+        ((5,), None),
+        ((), None),
+        ((2, 3, 4, 5), (3, 1, 0, 2)),
+    ],
+)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_transpose_matches_numpy(rng, shape, axes, dtype):
+    a = _random(rng, shape, dtype)
+    got = gpu_tc.transpose(a, axes)
+    expected = np.transpose(a, axes)
+    assert np.shape(got) == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_transpose_returns_a_new_array(rng):
+    a = rng.standard_normal((3, 4))
+    got = gpu_tc.transpose(a)
+    assert not np.shares_memory(got, a)
+    np.testing.assert_array_equal(got, a.T)
+
+
+def test_transpose_of_a_strided_view(rng):
+    a = rng.standard_normal((6, 8, 4))[::2, ::-3]
+    np.testing.assert_array_equal(gpu_tc.transpose(a, (2, 0, 1)), np.transpose(a, (2, 0, 1)))
+
+
+@pytest.mark.parametrize(
+    "axes, match",
+    [((0, 0), "repeats an axis"), ((0,), "do not match"), ((0, 2), "out of range"),
+     ("ab", "int or a sequence of ints")],
+)
+def test_transpose_bad_axes(axes, match):
+    with pytest.raises(ShapeError, match=match):
+        gpu_tc.transpose(np.ones((2, 3)), axes)
+
+
+def test_public_names():
+    assert gpu_tc.tensordot is numpy_compat.tensordot
+    assert gpu_tc.transpose is numpy_compat.transpose
+    assert {"tensordot", "transpose"} <= set(gpu_tc.__all__)
