@@ -12,10 +12,10 @@ from gpu_tc.options import Options
 from gpu_tc.problem import (
     ContractionProblem,
     ElementwiseProblem,
-    OperandLayout,
     PermutationProblem,
     ReductionProblem,
     TensorSpec,
+    array_layout,
 )
 
 from .contraction import CpuContractionPlan
@@ -29,12 +29,7 @@ class CpuBackend:
     name = "cpu"
     array_type = np.ndarray
 
-    def layout(self, array: np.ndarray) -> OperandLayout:
-        """Shape, strides in elements and dtype character of ``array``."""
-        itemsize = array.itemsize
-        return OperandLayout(
-            array.shape, tuple(s // itemsize for s in array.strides), array.dtype.char
-        )
+    layout = staticmethod(array_layout)
 
     def key_extra(self, arrays: Sequence[Any], context: str) -> tuple[Any, ...]:
         """Nothing besides the layouts: NumPy copes with any alignment."""

@@ -27,6 +27,9 @@ class CpuContractionPlan:
         self.route = "blas:" + self.lowering.route
         self.reason = self.lowering.reason
         self.fresh = _fresh_call(self.lowering, problem)
+        low = self.lowering
+        # D's axes from the (batch, rows, cols) order of an unpacked temporary.
+        self._d_order = tuple(np.argsort(low.d.perm)) if isinstance(low, GemmLowering) else ()
 
     def __repr__(self) -> str:
         return f"CpuContractionPlan(route={self.route!r}, reason={self.reason!r})"
@@ -59,7 +62,7 @@ class CpuContractionPlan:
             return
         temp, unmerged = _buffer(low.d, d.dtype)
         np.matmul(a_mat, b_mat, out=temp)
-        _finish(unmerged.transpose(np.argsort(low.d.perm)), d, alpha, beta, c)
+        _finish(unmerged.transpose(self._d_order), d, alpha, beta, c)
 
 
 def _buffer(spec: MatrixOperand, dtype: Any) -> tuple[Any, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from .errors import ShapeError
 from .expression import Expression, show_label, symbol
@@ -82,6 +83,14 @@ class OperandLayout:
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     dtype: str
+
+
+def array_layout(array: Any) -> OperandLayout:
+    """Shape, strides in elements and dtype character of a NumPy or CuPy array."""
+    itemsize = array.itemsize
+    return OperandLayout(
+        tuple(array.shape), tuple(s // itemsize for s in array.strides), array.dtype.char
+    )
 
 
 def label_extents(expression: Expression, layouts: Sequence[OperandLayout]) -> dict[str, int]:

@@ -19,10 +19,10 @@ from gpu_tc.options import Options
 from gpu_tc.problem import (
     ContractionProblem,
     ElementwiseProblem,
-    OperandLayout,
     PermutationProblem,
     ReductionProblem,
     TensorSpec,
+    array_layout,
 )
 
 from .specs import cublas_gemm, extra_key
@@ -49,12 +49,7 @@ class GpuBackend:
     name = "gpu"
     array_type = cupy.ndarray
 
-    def layout(self, array: cupy.ndarray) -> OperandLayout:
-        """Shape, strides in elements and dtype character of ``array``."""
-        itemsize = array.itemsize
-        return OperandLayout(
-            tuple(array.shape), tuple(s // itemsize for s in array.strides), array.dtype.char
-        )
+    layout = staticmethod(array_layout)
 
     def key_extra(self, arrays: Sequence[Any], context: str) -> tuple[Any, ...]:
         """The device and each operand's pointer alignment (plain ints, never pointers).
