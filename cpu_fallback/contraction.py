@@ -149,8 +149,8 @@ def _finish(product: Any, d: Any, alpha: complex, beta: complex, c: Any) -> None
             d.fill(0)
             return
         if product is not d:
-            np.copyto(d, product) if alpha == 1 else np.multiply(product, alpha, out=d)
-        elif alpha != 1:
+            copy_permuted(product, d)  # the cache-blocked kernel for large permuted copies
+        if alpha != 1:
             np.multiply(d, alpha, out=d)
         return
     if c is not d:
