@@ -114,6 +114,9 @@ def test_default_peers():
     assert "numpy-noopt" in peers.default_peers("cpu", "overhead")
     assert peers.default_peers("gpu", "tccg") == ["cupy", "nvmath", "torch-cuda"]
     assert "nvmath-fn" in peers.default_peers("gpu", "overhead")
+    # Only peers that can do the suite's kind of work: opt_einsum returns views for permute.
+    assert peers.default_peers("cpu", "permute") == ["numpy", "torch", "pytblis"]
+    assert peers.default_peers("gpu", "reduce") == ["cupy", "torch-cuda"]
 
 
 def test_missing_peer_is_noted_and_dropped(monkeypatch):
@@ -128,15 +131,20 @@ def test_missing_peer_is_noted_and_dropped(monkeypatch):
 CPU_KINDS = [("overhead", 7), ("overhead", 4), ("permute", 1), ("trace", 3), ("reduce", 1)]
 
 
-@pytest.mark.parametrize("name", [n for n, p in PEERS.items() if p.device == "cpu"])
-@pytest.mark.parametrize("suite, case_id", CPU_KINDS)
-def test_each_cpu_peer_agrees_with_gpu_tc(name, suite, case_id):
+def _cpu_peer_cases():
+    """Each CPU peer with each sample case of a kind of work it implements."""
+    for suite, case_id in CPU_KINDS:
+        [case] = [c for c in suites.cases(suite, "float64", quick=True) if c.id == case_id]
+        for name, peer in PEERS.items():
+            if peer.device == "cpu" and peers.runs_case(peer, case):
+                yield pytest.param(name, case, id=f"{name}-{suite}-{case_id}")
+
+
+@pytest.mark.parametrize("name, case", list(_cpu_peer_cases()))
+def test_each_cpu_peer_agrees_with_gpu_tc(name, case):
     peer = PEERS[name]
     if peer.missing():
         pytest.skip(peer.missing())
-    [case] = [c for c in suites.cases(suite, "float64", quick=True) if c.id == case_id]
-    if not peers.runs_case(peer, case):
-        pytest.skip(f"{name} has no {case.kind} implementation")
     operands = case.operands()
     expected = np.asarray(peers.GPU_TC.build(case, operands).call())
     run = peer.build(case, operands)
@@ -243,6 +251,23 @@ def test_analyse_ratios_best_peer_and_geomeans():
     assert summary["geomean_ratio_best"] == pytest.approx(math.sqrt(0.5))
     assert summary["cases_at_or_above_best"] == 1 and summary["cases_compared"] == 2
     assert summary["fraction_of_ceiling"] == pytest.approx(0.25)
+
+
+def test_analyse_drops_peers_without_any_case():
+    doc = _synthetic_doc()
+    doc["implementations"].append("absent")
+    assert report.analyse(doc)["implementations"] == ["gpu_tc", "p", "q"]
+
+
+def test_summary_rows_follow_suite_then_dtype_order():
+    def doc(suite, dtype):
+        d = report.analyse(_synthetic_doc())
+        d.update(suite=suite, dtype=dtype)
+        return d
+
+    docs = [doc("reduce", "float32"), doc("tccg", "float64"), doc("tccg", "float32")]
+    rows = [line.split(" | ")[:2] for line in report.summary_markdown(docs).splitlines()[2:5]]
+    assert rows == [["| tccg", "float32"], ["| tccg", "float64"], ["| reduce", "float32"]]
 
 
 def test_markdown_and_summary_tables():

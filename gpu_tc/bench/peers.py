@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .suites import Case
+from .suites import KINDS, Case
 from .timing import no_sync
 
 ALL_KINDS = frozenset({"einsum", "permute", "trace", "reduce"})
@@ -261,7 +261,8 @@ def default_peers(backend: str, suite: str) -> list[str]:
     """The peers a suite runs against on ``backend`` when ``--peers`` is not given."""
     return [
         p.name for p in PEERS.values()
-        if p.device == backend and (p.suites is None or suite in p.suites)
+        if p.device == backend and KINDS[suite] in p.kinds
+        and (p.suites is None or suite in p.suites)
     ]
 
 

@@ -29,6 +29,8 @@ def plot_report(doc: dict[str, Any], path: Path) -> Path:
     figure = Figure(figsize=(16, 1.2 + 4.2 * len(groups)), dpi=100, layout="constrained")
     axes = figure.subplots(len(groups), 1, squeeze=False, sharey=True)[:, 0]
     values = [e.get("value") for c in cases for e in c["results"].values() if e.get("value")]
+    values += [c["ceiling"] for c in cases if c.get("ceiling")]
+    values += [doc["ceiling"]["value"]] if doc.get("ceiling") else []
     log = bool(values) and max(values) / min(values) > 30
     for index, (ax, group) in enumerate(zip(axes, groups)):
         _draw_row(ax, doc, group, log, geomeans=index == len(groups) - 1)
@@ -48,7 +50,7 @@ def _caption(doc: dict[str, Any]) -> str:
 def _draw_row(ax: Any, doc: dict[str, Any], cases: list[dict[str, Any]], log: bool,
               geomeans: bool) -> None:
     names = doc["implementations"]
-    labels = [str(c["id"]) for c in cases] + (["geomean"] if geomeans else [])
+    labels = [_tick(doc, c) for c in cases] + (["geomean"] if geomeans else [])
     width = 0.8 / len(names)
     for k, name in enumerate(names):
         heights, hatches = [], []
@@ -70,10 +72,15 @@ def _draw_row(ax: Any, doc: dict[str, Any], cases: list[dict[str, Any]], log: bo
     ax.set_xticks(range(len(labels)), labels, fontsize=8)
     ax.set_xlim(-0.6, len(labels) - 0.4)
     ax.set_ylabel(doc["metric"]["unit"])
-    ax.set_xlabel("case id" if doc["suite"] == "tccg" else "case id (see the table)")
+    ax.set_xlabel("case id" if doc["suite"] == "tccg" else "case")
     ax.grid(axis="y", alpha=0.3)
     if log:
         ax.set_yscale("log")
+
+
+def _tick(doc: dict[str, Any], case: dict[str, Any]) -> str:
+    """The TCCG id alone (48 cases); the id and expression for the short suites."""
+    return str(case["id"]) if doc["suite"] == "tccg" else f"{case['id']}\n{case['expr']}"
 
 
 def _draw_ceiling(ax: Any, doc: dict[str, Any], cases: list[dict[str, Any]]) -> None:

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .suites import DTYPES, SUITES
+
 SUMMARY_NAME = "summary.md"
 
 
@@ -33,8 +35,13 @@ def _seconds(case: dict[str, Any], name: str) -> float | None:
 
 
 def analyse(doc: dict[str, Any]) -> dict[str, Any]:
-    """Add per-case ratios and best peer, and the run's ``summary``; returns ``doc``."""
+    """Add per-case ratios and best peer, and the run's ``summary``; returns ``doc``.
+
+    Peers that have no implementation for any case of the suite leave the report.
+    """
     own_name, *peers = doc["implementations"]
+    peers = [p for p in peers if any(p in case["results"] for case in doc["cases"])]
+    doc["implementations"] = [own_name, *peers]
     for case in doc["cases"]:
         own = _seconds(case, own_name)
         timed = {p: s for p in peers if (s := _seconds(case, p))}
@@ -208,8 +215,16 @@ def load_all(directory: Path) -> list[dict[str, Any]]:
     return docs
 
 
+def _row_order(doc: dict[str, Any]) -> tuple[int, str, int]:
+    return SUITES.index(doc["suite"]), doc["backend"], DTYPES.index(doc["dtype"])
+
+
 def summary_markdown(docs: list[dict[str, Any]]) -> str:
-    """One table: per report, each implementation's geomean and gpu_tc vs the best peer."""
+    """One table: per report, each implementation's geomean and gpu_tc vs the best peer.
+
+    Rows follow the suites' order, then backend and dtype.
+    """
+    docs = sorted(docs, key=_row_order)
     names: list[str] = []
     for doc in docs:
         names += [n for n in doc["implementations"] if n not in names]

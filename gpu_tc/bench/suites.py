@@ -106,6 +106,11 @@ class Case:
         return arrays
 
 
+# What the peers are asked to do in each suite.
+KINDS = {"tccg": "einsum", "overhead": "einsum", "permute": "permute", "trace": "trace",
+         "reduce": "reduce"}
+
+
 def metric(suite: str) -> Metric:
     """The metric a suite reports."""
     return {"tccg": GFLOPS, "overhead": MICROSECONDS}.get(suite, GBPS)
@@ -221,8 +226,8 @@ def cases(suite: str, dtype: str, quick: bool = False) -> list[Case]:
     if suite == "tccg":
         return tccg_cases(dtype, quick)
     if suite == "overhead":
-        return _table_cases(suite, "einsum", _OVERHEAD, dtype, False, _einsum_flops)
+        return _table_cases(suite, KINDS[suite], _OVERHEAD, dtype, False, _einsum_flops)
     tables = {"permute": _PERMUTE, "trace": _TRACE, "reduce": _REDUCE}
     if suite not in tables:
         raise ValueError(f"unknown suite {suite!r}; the suites are {', '.join(SUITES)}")
-    return _table_cases(suite, suite, tables[suite], dtype, quick, _moved_bytes)
+    return _table_cases(suite, KINDS[suite], tables[suite], dtype, quick, _moved_bytes)
