@@ -21,6 +21,7 @@ from gpu_tc.problem import (
 from .contraction import CpuContractionPlan
 from .elementwise import CpuElementwisePlan, CpuReductionPlan
 from .permute import CpuPermutationPlan
+from .pool import HOST_POOL
 
 
 class CpuBackend:
@@ -36,8 +37,8 @@ class CpuBackend:
         return ()
 
     def empty(self, extents: tuple[int, ...], dtype: str) -> np.ndarray:
-        """A new C-ordered array."""
-        return np.empty(extents, dtype)
+        """A new C-ordered array; a large one from the host pool (cpu_fallback.pool)."""
+        return HOST_POOL.empty(extents, dtype)
 
     def cast(self, array: np.ndarray, dtype: str) -> np.ndarray:
         """A C-ordered copy of ``array`` in ``dtype``."""

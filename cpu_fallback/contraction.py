@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from gpu_tc.gemm import (
 from gpu_tc.problem import ContractionProblem, contiguous_spec
 
 from .permute import copy_permuted
+from .pool import HOST_POOL, MIN_BYTES
 
 
 class CpuContractionPlan:
@@ -73,7 +75,7 @@ def _buffer(spec: MatrixOperand, dtype: Any) -> tuple[Any, Any]:
         ``spec.perm`` as its own axis, in ``perm`` order (for packing or unpacking).
     """
     axes = spec.memory_axes()
-    memory = np.empty([spec.grouped[i] for i in axes], dtype)
+    memory = HOST_POOL.empty(tuple(spec.grouped[i] for i in axes), dtype)
     unmerged = memory.transpose(np.argsort(axes))
     batch = spec.shape[:-2]
     if spec.transposed:
@@ -105,9 +107,13 @@ def _fresh_call(low: Any, problem: ContractionProblem) -> Any:
     """``f(a, b)`` returning D as a new C-ordered array, when the GEMM (or the broadcast
     product) naturally produces D's labels in D's order; else None.
 
-    This lets a warm small call be one numpy.matmul: no output allocation of ours.
+    This lets a warm small call be one numpy.matmul: no output allocation of ours. A
+    result large enough for the host pool is left to execute(), which writes it into
+    pooled memory without the page faults of numpy's fresh allocation.
     """
     d = problem.d
+    if math.prod(d.extents) * np.dtype(d.dtype).itemsize >= MIN_BYTES:
+        return None
     kernel: Any
     if isinstance(low, MultiplyLowering):
         if d.strides != contiguous_spec(d.labels, d.extents, d.dtype).strides:

@@ -17,6 +17,7 @@ from .api import (
     reduce,
     trace,
 )
+from .backend import host_pool
 from .cache import CacheStats, PlanCache, plan_cache
 from .errors import (
     BackendError,
@@ -58,6 +59,7 @@ __all__ = [
     "einsum",
     "elementwise_binary",
     "elementwise_trinary",
+    "host_pool",
     "permute",
     "plan_cache",
     "prepare",

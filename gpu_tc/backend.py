@@ -106,6 +106,14 @@ def backend_named(name: str) -> Backend:
     return backend
 
 
+def host_pool() -> Any:
+    """The CPU backend's pool of large buffers (cpu_fallback.pool.HostPool): ``stats()``,
+    ``clear()`` and a settable ``limit`` in idle bytes (0 turns it off)."""
+    from cpu_fallback.pool import HOST_POOL
+
+    return HOST_POOL
+
+
 def select_backend(operands: Sequence[Any], context: str) -> Backend:
     """The backend for these operands: NumPy (or array-likes) -> CPU, CuPy -> GPU.
 

@@ -1,0 +1,182 @@
+"""A pool of large host buffers, so that a new result or temporary skips the page faults.
+
+Touching fresh memory costs the kernel a page fault per page: on the reference host,
+writing a new 128 MiB array takes three times as long as writing an existing one. The
+pool keeps the large buffers it hands out; a buffer is idle again once nothing but the
+pool refers to it (every NumPy view of it holds a reference to it), and the next request
+of its size class gets it back. Idle memory is bounded by ``limit`` bytes; the limit
+comes from the environment variable ``GPU_TC_HOST_POOL_BYTES`` (0 turns the pool off)
+and defaults to an eighth of physical memory, at most 2 GiB.
+
+Arrays from the pool are views: ``result.base`` is the pooled buffer, and
+``result.flags.owndata`` is False.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpu_tc.errors import OptionsError
+
+# Below this, malloc's heap already reuses freed memory without new page faults.
+MIN_BYTES = 4 << 20
+# Size classes: requests round up to a multiple of a huge page. The rounded-up tail of
+# a buffer is never touched, so it costs address space, not memory.
+GRANULE = 2 << 20
+# The most buffers the pool tracks (idle and in use); beyond it, plain numpy.empty.
+MAX_BUFFERS = 64
+ENV_LIMIT = "GPU_TC_HOST_POOL_BYTES"
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """What the pool holds: buffers in use by live arrays, and idle ones."""
+
+    in_use_bytes: int
+    idle_bytes: int
+    buffers: int
+    hits: int
+    misses: int
+    limit: int
+
+
+def _refs(buffers: list[np.ndarray], index: int) -> int:
+    """The reference count of ``buffers[index]`` (only this idiom reads it)."""
+    return sys.getrefcount(buffers[index])
+
+
+# What _refs() reads for a buffer that only its list refers to: measured, not assumed,
+# since it depends on how the interpreter passes arguments.
+_IDLE_REFS = _refs([np.empty(0, np.uint8)], 0)
+
+
+def _idle(buffers: list[np.ndarray]) -> list[int]:
+    """The indexes of the buffers no array refers to."""
+    return [i for i in range(len(buffers)) if _refs(buffers, i) <= _IDLE_REFS]
+
+
+def default_limit() -> int:
+    """The idle-bytes limit: ``GPU_TC_HOST_POOL_BYTES`` or min(RAM / 8, 2 GiB)."""
+    text = os.environ.get(ENV_LIMIT)
+    if text is not None:
+        try:
+            value = int(text)
+        except ValueError:
+            raise OptionsError(f"{ENV_LIMIT}={text!r} is not a whole number of bytes") from None
+        if value < 0:
+            raise OptionsError(f"{ENV_LIMIT}={text!r} is negative")
+        return value
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        memory = 8 << 30
+    return min(memory // 8, 2 << 30)
+
+
+class HostPool:
+    """Large NumPy buffers reused once idle; thread-safe.
+
+    Example:
+        >>> pool = HostPool(limit=64 << 20)
+        >>> x = pool.empty((1024, 1024), "float64")
+        >>> x.shape, pool.stats().in_use_bytes
+        ((1024, 1024), 8388608)
+        >>> del x
+        >>> pool.stats().idle_bytes
+        8388608
+    """
+
+    def __init__(self, limit: int | None = None) -> None:
+        self._limit = default_limit() if limit is None else _check_limit(limit)
+        self._buffers: list[np.ndarray] = []  # oldest first
+        self._lock = threading.Lock()
+        self._hits = 0
+        self._misses = 0
+
+    @property
+    def limit(self) -> int:
+        """The most idle bytes kept; 0: the pool is off."""
+        return self._limit
+
+    @limit.setter
+    def limit(self, value: int) -> None:
+        self._limit = _check_limit(value)
+        with self._lock:
+            self._trim()
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """A new C-ordered array, from an idle pooled buffer when one fits."""
+        dtype = np.dtype(dtype)
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes < MIN_BYTES or nbytes > self._limit:
+            return np.empty(shape, dtype)
+        size = -(-nbytes // GRANULE) * GRANULE
+        with self._lock:
+            buffer = self._take(size)
+            if buffer is None:
+                if len(self._buffers) >= MAX_BUFFERS:
+                    self._trim(need_slot=True)
+                buffer = np.empty(size, np.uint8)
+                if len(self._buffers) < MAX_BUFFERS:
+                    self._buffers.append(buffer)
+                self._misses += 1
+                self._trim()
+            else:
+                self._hits += 1
+            # The view refers to the buffer before the lock is released: not idle.
+            return buffer[:nbytes].view(dtype).reshape(shape)
+
+    def stats(self) -> PoolStats:
+        """A snapshot of the pool."""
+        with self._lock:
+            idle = sum(self._buffers[i].nbytes for i in _idle(self._buffers))
+            total = sum(b.nbytes for b in self._buffers)
+            return PoolStats(
+                total - idle, idle, len(self._buffers), self._hits, self._misses, self._limit
+            )
+
+    def clear(self) -> None:
+        """Give every idle buffer back to the allocator (arrays in use stay valid)."""
+        with self._lock:
+            idle = set(_idle(self._buffers))
+            self._buffers = [b for i, b in enumerate(self._buffers) if i not in idle]
+
+    def _take(self, size: int) -> np.ndarray | None:
+        """An idle buffer of ``size`` bytes, moved to the newest end; or None."""
+        for index in _idle(self._buffers):
+            if self._buffers[index].nbytes == size:
+                self._buffers.append(self._buffers.pop(index))
+                return self._buffers[-1]
+        return None
+
+    def _trim(self, need_slot: bool = False) -> None:
+        """Drop the oldest idle buffers until the idle bytes fit the limit and, with
+        ``need_slot``, until the pool can track one more buffer."""
+        idle = _idle(self._buffers)
+        excess = sum(self._buffers[i].nbytes for i in idle) - self._limit
+        slots = len(self._buffers) - MAX_BUFFERS + 1 if need_slot else 0
+        drop = set()
+        for index in idle:
+            if excess <= 0 and slots <= 0:
+                break
+            drop.add(index)
+            excess -= self._buffers[index].nbytes
+            slots -= 1
+        if drop:
+            self._buffers = [b for i, b in enumerate(self._buffers) if i not in drop]
+
+
+def _check_limit(value: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise OptionsError(f"the host pool limit must be a whole number of bytes >= 0, not {value!r}")
+    return value
+
+
+HOST_POOL = HostPool()
