@@ -31,6 +31,9 @@ class CpuBackend:
     array_type = np.ndarray
 
     layout = staticmethod(array_layout)
+    # Calls are synchronous, so host timings are real: a new result's GEMM orientation
+    # is chosen by measurement (gpu_tc.orientation).
+    measures_orientation = True
 
     def key_extra(self, arrays: Sequence[Any], context: str) -> tuple[Any, ...]:
         """Nothing besides the layouts: NumPy copes with any alignment."""

@@ -35,6 +35,9 @@ class Backend(Protocol):
 
     name: str
     array_type: type[Any]  # the array class this backend computes on
+    # Whether host timings of a plan's execute() are real (synchronous calls), so that a
+    # new result's GEMM orientation may be chosen by measurement (gpu_tc.orientation).
+    measures_orientation: bool
 
     def layout(self, array: Any) -> OperandLayout:
         """Shape, strides in elements and dtype character of ``array``."""

@@ -11,6 +11,7 @@ from typing import Any
 from .backend import Backend
 from .cache import PlanCache
 from .options import Options
+from .orientation import MIN_FLOPS, OrientationTrial, contraction_flops
 from .paths import EinsumProgram, OperandPrep
 from .problem import (
     ContractionProblem,
@@ -96,7 +97,7 @@ class EinsumPlan:
     ) -> None:
         self.program = program
         self.backend = backend
-        self.output: TensorSpec = program.output
+        self._output: TensorSpec = program.output
         self.context = f"einsum({program.expression.text!r})"
 
         def plan_for(problem: PrimitiveProblem) -> Any:
@@ -118,18 +119,44 @@ class EinsumPlan:
         self.fast = None
         if len(self._steps) == 1 and untouched and program.output_is_new:
             self.fast = getattr(self._final, "fresh", None)
+        # A large final GEMM into a new result: both orientations, chosen by timing.
+        self._orientation: OrientationTrial | None = None
+        flipped = program.flipped
+        if (
+            flipped is not None
+            and getattr(backend, "measures_orientation", False)
+            and contraction_flops(flipped) >= MIN_FLOPS
+        ):
+            self._orientation = OrientationTrial(
+                (self._final, plan_for(flipped)), (program.output, flipped.d), backend.layout
+            )
+            self.fast = None
         stages = [op.reduction for op in self._operands if op.reduction is not None]
         self.stages = tuple(stages + ([plan for _, _, plan, _ in self._steps] or [self._final]))
 
     @property
+    def output(self) -> TensorSpec:
+        """The result's layout (for a new result: the orientation measured or to measure)."""
+        return self._output if self._orientation is None else self._orientation.output
+
+    @property
     def route(self) -> str:
         """The route of each stage, joined by "+"."""
-        return _describe(self.stages)[0]
+        return _describe(self._live_stages())[0]
 
     @property
     def reason(self) -> str:
         """Why each stage runs as it does (read live: a stage may record a fallback)."""
-        return _describe(self.stages)[1]
+        reason = _describe(self._live_stages())[1]
+        if self._orientation is not None:
+            reason += "; " + self._orientation.reason
+        return reason
+
+    def _live_stages(self) -> tuple[Any, ...]:
+        """The stages, with the final one as the orientation now chosen."""
+        if self._orientation is None:
+            return self.stages
+        return self.stages[:-1] + (self._orientation.plan,)
 
     def execute(self, operands: Sequence[Any], out: Any, scalars: tuple, c: Any) -> Any:
         """Compute alpha * einsum + beta * c into ``out``; ``scalars`` is (alpha, beta)."""
@@ -147,7 +174,8 @@ class EinsumPlan:
             b = arrays.pop(rhs)
             a = arrays.pop(lhs)
             if index == last:
-                plan.execute(a, b, out, alpha, beta, c)
+                final = plan if self._orientation is None else self._orientation
+                final.execute(a, b, out, alpha, beta, c)
             else:
                 d = backend.empty(extents, dtype)
                 plan.execute(a, b, d, 1, 0, None)

@@ -75,6 +75,9 @@ class EinsumProgram:
     final: ContractionProblem | PermutationProblem | ReductionProblem
     output: TensorSpec
     output_is_new: bool  # the result is a new C-ordered array (no ``out``)
+    # The last contraction writing the other GEMM orientation of a new result (D^T =
+    # B^T A^T instead of D = A B), for a backend to choose between by measurement.
+    flipped: ContractionProblem | None = None
 
 
 def build_program(
@@ -131,7 +134,14 @@ def build_program(
     new_output = output_strides is None
     steps = _pairwise_steps([p.result for p in preps], output, extents, new_output)
     final = steps[-1].problem
-    return EinsumProgram(expression, dtype, tuple(preps), steps, final, final.d, new_output)
+    flipped = None
+    if new_output:
+        layouts = natural_outputs(final.a, final.b, output)
+        if len(layouts) == 2:
+            flipped = ContractionProblem(final.a, final.b, layouts[1])
+    return EinsumProgram(
+        expression, dtype, tuple(preps), steps, final, final.d, new_output, flipped
+    )
 
 
 def prepare_operand(
@@ -173,13 +183,24 @@ def natural_output(a: TensorSpec, b: TensorSpec, output: TensorSpec) -> TensorSp
     operand's stride order, or (batch, N, M) when the output's last label is in M. So
     no new result is ever written to a temporary and permuted again.
     """
+    return natural_outputs(a, b, output)[0]
+
+
+def natural_outputs(a: TensorSpec, b: TensorSpec, output: TensorSpec) -> tuple[TensorSpec, ...]:
+    """The preferred natural layout (see natural_output), then the other orientation
+    when M and N are both non-empty."""
     roles = label_roles(a.labels, b.labels, output.labels)
     batch = order_by_stride(a, roles.batch)
     m = order_by_stride(a, roles.free_a)
     n = order_by_stride(b, roles.free_b)
-    memory = batch + (n + m if output.labels[-1:] in m and m else m + n)
-    return contiguous_spec(memory, [output.extent(x) for x in memory], output.dtype).permuted(
-        output.labels
+    orders = [m + n, n + m] if m and n else [m + n]
+    if output.labels[-1:] in m and m:
+        orders.reverse()
+    return tuple(
+        contiguous_spec(batch + o, [output.extent(x) for x in batch + o], output.dtype).permuted(
+            output.labels
+        )
+        for o in orders
     )
 
 

@@ -50,6 +50,8 @@ class GpuBackend:
     array_type = cupy.ndarray
 
     layout = staticmethod(array_layout)
+    # Launches are asynchronous: host timings would measure the launch, not the GEMM.
+    measures_orientation = False
 
     def key_extra(self, arrays: Sequence[Any], context: str) -> tuple[Any, ...]:
         """The device and each operand's pointer alignment (plain ints, never pointers).

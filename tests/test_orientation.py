@@ -1,0 +1,95 @@
+"""A new result's GEMM orientation (D = A B or D^T = B^T A^T), chosen by timing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpu_tc
+from gpu_tc import orientation, reference
+from gpu_tc.orientation import MIN_FLOPS, TRIALS, OrientationTrial, contraction_flops
+from gpu_tc.paths import natural_outputs
+from gpu_tc.problem import ContractionProblem, array_layout, contiguous_spec
+
+LARGE = "ik,kj->ij"  # 512^3 x 2 flops: above MIN_FLOPS
+N = 512
+
+
+def _spec(labels: str, extents: tuple[int, ...]):
+    return contiguous_spec(labels, list(extents), "d")
+
+
+def test_natural_outputs_give_both_orientations_preferred_first():
+    a, b = _spec("ik", (3, 4)), _spec("kj", (4, 5))
+    preferred, flipped = natural_outputs(a, b, _spec("ij", (3, 5)))
+    assert preferred.strides == (5, 1) and flipped.strides == (1, 3)
+    # The output's last label in M: (N, M) is preferred.
+    preferred, flipped = natural_outputs(a, b, _spec("ji", (5, 3)))
+    assert preferred.strides == (3, 1) and flipped.strides == (1, 5)
+
+
+def test_one_orientation_when_a_side_has_no_free_label():
+    a, b = _spec("ik", (3, 4)), _spec("k", (4,))
+    assert len(natural_outputs(a, b, _spec("i", (3,)))) == 1
+
+
+def test_flops():
+    problem = ContractionProblem(_spec("ik", (3, 4)), _spec("kj", (4, 5)), _spec("ij", (3, 5)))
+    assert contraction_flops(problem) == 2 * 3 * 4 * 5
+
+
+class _FakePlan:
+    def __init__(self, log: list[int], index: int, seconds: float, clock: list[float]):
+        self.log, self.index, self.seconds, self.clock = log, index, seconds, clock
+
+    def execute(self, a, b, d, alpha, beta, c):
+        self.log.append(self.index)
+        self.clock[0] += self.seconds
+
+
+@pytest.mark.parametrize("faster", [0, 1])
+def test_trial_alternates_then_keeps_the_faster(monkeypatch, faster):
+    clock = [0.0]
+    monkeypatch.setattr(orientation.time, "perf_counter", lambda: clock[0])
+    log: list[int] = []
+    seconds = (0.001, 0.003) if faster == 0 else (0.003, 0.001)
+    outputs = (_spec("ij", (3, 5)), _spec("ji", (5, 3)).permuted("ij"))
+    plans = (_FakePlan(log, 0, seconds[0], clock), _FakePlan(log, 1, seconds[1], clock))
+    trial = OrientationTrial(plans, outputs, array_layout)
+    for _ in range(2 * TRIALS + 3):
+        d = np.empty((3, 5)) if trial.output is outputs[0] else np.empty((5, 3)).T
+        trial.execute(None, None, d, 1, 0, None)
+    assert log[: 2 * TRIALS] == [0, 1] * TRIALS
+    assert log[2 * TRIALS :] == [faster] * 3
+    assert trial.settled and trial.plan is plans[faster]
+    kept = "preferred" if faster == 0 else "flipped"
+    assert f"{kept} layout kept (preferred {seconds[0] * 1e3:.3g} ms" in trial.reason
+
+
+def test_large_einsum_alternates_layouts_and_every_result_is_right(rng):
+    a, b = rng.standard_normal((N, N)), rng.standard_normal((N, N))
+    expected = reference.einsum(LARGE, a, b)
+    layouts = []
+    for _ in range(2 * TRIALS + 2):
+        result = gpu_tc.einsum(LARGE, a, b)
+        np.testing.assert_allclose(result, expected, rtol=1e-10, atol=1e-10)
+        layouts.append(result.flags.c_contiguous)
+    assert layouts[: 2 * TRIALS] == [True, False] * TRIALS
+    assert len(set(layouts[2 * TRIALS :])) == 1  # settled
+    plan = gpu_tc.prepare(LARGE, a, b)
+    assert "GEMM orientation being measured" in plan.reason
+
+
+def test_out_and_small_problems_are_not_measured(rng):
+    a, b = rng.standard_normal((N, N)), rng.standard_normal((N, N))
+    out = np.empty((N, N))
+    for _ in range(3):
+        gpu_tc.einsum(LARGE, a, b, out=out)
+    assert "orientation" not in gpu_tc.prepare(LARGE, a, b, out=out).reason
+    small = rng.standard_normal((16, 16))
+    assert contraction_flops(
+        ContractionProblem(_spec("ik", (16, 16)), _spec("kj", (16, 16)), _spec("ij", (16, 16)))
+    ) < MIN_FLOPS
+    for _ in range(5):
+        assert gpu_tc.einsum(LARGE, small, small).flags.c_contiguous
+    assert "orientation" not in gpu_tc.prepare(LARGE, small, small).reason
