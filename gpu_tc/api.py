@@ -61,30 +61,34 @@ def einsum(*args: Any, out: Any = None, options: Options | None = None) -> Any:
         >>> gpu_tc.einsum("ii", np.eye(3))
         np.float64(3.0)
     """
-    if out is None and options is None and len(args) == 3:
-        # The warm path of the most common call: two NumPy arrays, a new result.
-        subscripts, a, b = args
-        if type(a) is np.ndarray and type(b) is np.ndarray and type(subscripts) is str:
-            plan = PLAN_CACHE.peek(
-                (subscripts, a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype)
-            )  # = _pair_key(subscripts, a, b), inlined: this path is a few microseconds
+    if out is None and options is None and args and type(args[0]) is str:
+        # The warm path of the most common calls: NumPy arrays, a new result.
+        key = _flat_key(args)
+        if key is not None:
+            plan = PLAN_CACHE.peek(key)
             if plan is not None:
                 if plan.fast is not None:
-                    result = plan.fast(a, b)
+                    result = plan.fast(*args[1:])
                     return result[()] if result.ndim == 0 else result
-                return _run(plan, plan.backend, (a, b), None, (1, 0), None)
+                return _run(plan, plan.backend, args[1:], None, (1, 0), None)
     subscripts, operands = _split_args(args)
     plan, backend, operands = _einsum_plan(subscripts, operands, out, options, "einsum")
     return _run(plan, backend, operands, out, (1, 0), None)
 
 
-def _pair_key(subscripts: str, a: np.ndarray, b: np.ndarray) -> tuple:
-    """The key of einsum(subscripts, a, b) on NumPy arrays with a new result.
+def _flat_key(args: Sequence[Any]) -> tuple | None:
+    """The key of einsum(subscripts, *operands) on NumPy arrays with a new result and
+    default options, or None when an operand is not a NumPy array.
 
     Flat and uncanonicalised to be cheap; the primitive plans under it are still
     shared by canonical labels.
     """
-    return (subscripts, a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype)
+    key: list[Any] = [args[0]]
+    for x in args[1:]:
+        if type(x) is not np.ndarray:
+            return None
+        key += (x.shape, x.strides, x.dtype)
+    return tuple(key)
 
 
 def contract(
@@ -402,10 +406,9 @@ def _einsum_plan(
     options = DEFAULT_OPTIONS if options is None else options
     planned = operands[: len(parsed.terms)] if name == "contract" else operands
     key_extra = backend.key_extra(operands, context)
-    pair = name == "einsum" and len(operands) == 2 and out is None and options is DEFAULT_OPTIONS
-    if pair and all(type(x) is np.ndarray for x in operands):
-        key: tuple = _pair_key(subscripts, operands[0], operands[1])  # NumPy: no extra
-    else:
+    flat = name == "einsum" and out is None and options is DEFAULT_OPTIONS
+    key: tuple | None = _flat_key((subscripts, *operands)) if flat else None
+    if key is None:
         key = (
             "einsum",
             parsed.canonical(),

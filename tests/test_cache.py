@@ -255,8 +255,8 @@ def test_same_shapes_other_strides(global_cache, rng):
         base[:4, :4].T,
         np.broadcast_to(base[0, :4], (4, 4)),
     ]
-    for subscripts in ("ij,jk->ik", "ij,kj->ki", "ii->i", "ij->ji", "ij->j"):
-        operands = [[v, b] if "," in subscripts else [v] for v in views]
+    for subscripts in ("ij,jk->ik", "ij,kj->ki", "ii->i", "ii", "ij->ji", "ij->j", "ij,jk,kl"):
+        operands = [[v, b, v][: subscripts.count(",") + 1] for v in views]
         calls = [lambda ops=ops, s=subscripts: gpu_tc.einsum(s, *ops) for ops in operands]
         _alternate(calls, [reference.einsum(subscripts, *ops) for ops in operands])
 
