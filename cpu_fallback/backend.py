@@ -19,9 +19,10 @@ from gpu_tc.problem import (
 )
 
 from .contraction import CpuContractionPlan
-from .elementwise import CpuElementwisePlan, CpuReductionPlan
+from .elementwise import CpuElementwisePlan
 from .permute import CpuPermutationPlan
 from .pool import HOST_POOL
+from .reduction import CpuReductionPlan
 
 
 class CpuBackend:
@@ -79,7 +80,7 @@ class CpuBackend:
         return CpuPermutationPlan(problem)
 
     def reduction_plan(self, problem: ReductionProblem, options: Options) -> CpuReductionPlan:
-        """A ufunc reduction on a view."""
+        """A ufunc reduction on a view, split over threads when large."""
         return CpuReductionPlan(problem)
 
     def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> CpuElementwisePlan:

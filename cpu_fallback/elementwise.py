@@ -1,4 +1,4 @@
-"""Reductions and element-wise operations on the CPU: NumPy ufuncs on views."""
+"""Element-wise operations on the CPU: NumPy ufuncs on broadcast views."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from gpu_tc.operators import BINARY, REDUCE, UNARY
+from gpu_tc.operators import BINARY, UNARY
 from gpu_tc.options import UnaryOp
-from gpu_tc.problem import ElementwiseProblem, ReductionProblem, TensorSpec
+from gpu_tc.problem import ElementwiseProblem, TensorSpec
 
 
 def _scaled(x: Any, op: UnaryOp, scale: complex) -> Any:
@@ -16,44 +16,6 @@ def _scaled(x: Any, op: UnaryOp, scale: complex) -> Any:
     if op is not UnaryOp.IDENTITY:
         x = UNARY[op](x)
     return x if scale == 1 else np.multiply(x, scale)
-
-
-class CpuReductionPlan:
-    """D = alpha * reduce(op(A)) + beta * C, folding the labels of A missing from D."""
-
-    route = "reduce"
-
-    def __init__(self, problem: ReductionProblem) -> None:
-        self.problem = problem
-        a, d = problem.a, problem.d
-        self._axes = tuple(i for i, x in enumerate(a.labels) if x not in d.labels)
-        kept = [x for x in a.labels if x in d.labels]
-        # D's axes in the order the reduction leaves them (A's order).
-        self._d_as_a = tuple(d.labels.index(x) for x in kept)
-        self._ufunc = REDUCE[problem.op_reduce]
-        self.reason = (
-            f"{problem.op_reduce.name} over {len(self._axes)} label(s) on a strided view, "
-            "no copy of A"
-        )
-
-    def __repr__(self) -> str:
-        return f"CpuReductionPlan(route={self.route!r}, reason={self.reason!r})"
-
-    def execute(self, a: Any, d: Any, alpha: complex = 1, beta: complex = 0, c: Any = None) -> None:
-        """Write the reduction into ``d``."""
-        x = _scaled(a, self.problem.op_a, 1)
-        target = d.transpose(self._d_as_a)
-        if beta == 0:
-            self._ufunc.reduce(x, axis=self._axes, out=target)
-            if alpha != 1:
-                np.multiply(d, alpha, out=d)
-            return
-        folded = self._ufunc.reduce(x, axis=self._axes)
-        if c is not d:
-            np.multiply(c, beta, out=d)
-        elif beta != 1:
-            np.multiply(d, beta, out=d)
-        target += folded if alpha == 1 else np.multiply(folded, alpha)
 
 
 def _in_d_order(x: Any, spec: TensorSpec, d: TensorSpec) -> Any:

@@ -3,9 +3,10 @@
 A new result may be written as D = A B (row-major (M, N)) or as D^T = B^T A^T (the
 same values, laid out (N, M)); neither moves more bytes, yet BLAS runs one faster than
 the other by up to 1.5x depending on the shape, the dtype and the library. No rule
-predicts it across those, so a large final contraction times both: its first calls
-alternate between the two layouts, and once each has run TRIALS times the faster stays.
-Every call computes the full, correct result; only the layout of new results differs.
+predicts it across those, so a large final contraction times both: its first call warms
+up (untimed, preferred layout), the next calls alternate between the two layouts, and
+once each has been timed TRIALS times the faster stays. Every call computes the full,
+correct result; only the layout of new results differs.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .problem import ContractionProblem, TensorSpec
 
 # Below this many flops a call takes well under a millisecond: not worth measuring.
 MIN_FLOPS = 1 << 27
-TRIALS = 2
+TRIALS = 1
 
 
 def contraction_flops(problem: ContractionProblem) -> int:
@@ -49,6 +50,7 @@ class OrientationTrial:
         self._layout = layout
         self._times: tuple[list[float], list[float]] = ([], [])
         self._next = 0
+        self._warm = False
         self._lock = threading.Lock()
         self.settled = False
 
@@ -68,6 +70,11 @@ class OrientationTrial:
         plan = self.plans[index]
         if self.settled:
             plan.execute(a, b, d, alpha, beta, c)
+            return
+        if not self._warm:  # first touches of memory and BLAS threads: not a fair sample
+            plan.execute(a, b, d, alpha, beta, c)
+            with self._lock:
+                self._warm, self._next = True, 1
             return
         start = time.perf_counter()
         plan.execute(a, b, d, alpha, beta, c)

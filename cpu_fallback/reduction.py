@@ -1,0 +1,129 @@
+"""Reductions on the CPU: NumPy ufunc reductions on strided views, split over threads.
+
+NumPy reduces on one core; a large reduction is memory-bound, and one core does not
+saturate memory. So a reduction of THREAD_MIN_ELEMENTS or more runs as one ufunc
+reduction per thread, each over a slab of A cut along A's outermost axis (the one of
+largest stride, so that each slab is one stretch of memory): when that axis is kept,
+each thread writes its own slab of D; when it is reduced, each thread folds its slab into
+a partial result and the partials are combined with the same ufunc. NumPy releases the
+GIL inside the reductions, so the threads run in parallel.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from gpu_tc.operators import REDUCE, UNARY
+from gpu_tc.options import UnaryOp
+from gpu_tc.problem import ReductionProblem
+
+# Below this many elements of A, one thread: the hand-off costs more than it saves.
+THREAD_MIN_ELEMENTS = 1 << 21
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _threads() -> int:
+    return os.cpu_count() or 1
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(_threads(), thread_name_prefix="gpu_tc-reduce")
+        return _POOL
+
+
+def split_axis(shape: tuple[int, ...], strides: tuple[int, ...], threads: int) -> int | None:
+    """The axis to cut A along for ``threads`` threads: the one of largest stride among
+    those with at least ``threads`` entries; None when no axis has that many."""
+    candidates = [i for i, n in enumerate(shape) if n >= threads]
+    if threads < 2 or not candidates:
+        return None
+    return max(candidates, key=lambda i: abs(strides[i]))
+
+
+class CpuReductionPlan:
+    """D = alpha * reduce(op(A)) + beta * C, folding the labels of A missing from D."""
+
+    route = "reduce"
+
+    def __init__(self, problem: ReductionProblem) -> None:
+        self.problem = problem
+        a, d = problem.a, problem.d
+        self._axes = tuple(i for i, x in enumerate(a.labels) if x not in d.labels)
+        kept = [x for x in a.labels if x in d.labels]
+        # D's axes in the order the reduction leaves them (A's order).
+        self._d_as_a = tuple(d.labels.index(x) for x in kept)
+        self._ufunc = REDUCE[problem.op_reduce]
+        size = int(np.prod(a.extents, dtype=np.int64))
+        threads = _threads() if size >= THREAD_MIN_ELEMENTS and self._axes else 1
+        self._split = split_axis(a.extents, a.strides, threads) if threads > 1 else None
+        self._threads = threads if self._split is not None else 1
+        how = (
+            f"split over {self._threads} threads along label {a.labels[self._split]!r}"
+            if self._split is not None
+            else "one thread"
+        )
+        self.reason = (
+            f"{problem.op_reduce.name} over {len(self._axes)} label(s) on a strided view, "
+            f"no copy of A, {how}"
+        )
+
+    def __repr__(self) -> str:
+        return f"CpuReductionPlan(route={self.route!r}, reason={self.reason!r})"
+
+    def execute(self, a: Any, d: Any, alpha: complex = 1, beta: complex = 0, c: Any = None) -> None:
+        """Write the reduction into ``d``."""
+        op = self.problem.op_a
+        x = a if op is UnaryOp.IDENTITY else UNARY[op](a)
+        if beta == 0:
+            self._reduce_into(x, d.transpose(self._d_as_a))
+            if alpha != 1:
+                np.multiply(d, alpha, out=d)
+            return
+        folded = np.empty([d.shape[i] for i in self._d_as_a], d.dtype)
+        self._reduce_into(x, folded)
+        if c is not d:
+            np.multiply(c, beta, out=d)
+        elif beta != 1:
+            np.multiply(d, beta, out=d)
+        target = d.transpose(self._d_as_a)
+        target += folded if alpha == 1 else np.multiply(folded, alpha)
+
+    def _reduce_into(self, x: Any, target: Any) -> None:
+        """target = reduce(x) over the plan's axes; ``target`` has the kept axes in A's order."""
+        ufunc, axes = self._ufunc, self._axes
+        if self._split is None or x.size == 0:
+            ufunc.reduce(x, axis=axes, out=target)
+            return
+        axis, threads = self._split, self._threads
+        bounds = np.linspace(0, x.shape[axis], threads + 1).astype(int)
+        slabs = [_cut(x, axis, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+        if axis in axes:
+            outs = [target] + [np.empty_like(target) for _ in slabs[1:]]
+        else:
+            kept_axis = axis - sum(1 for i in axes if i < axis)
+            outs = [_cut(target, kept_axis, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+        jobs = [
+            _pool().submit(ufunc.reduce, slab, axis=axes, out=out)
+            for slab, out in zip(slabs[1:], outs[1:])
+        ]
+        ufunc.reduce(slabs[0], axis=axes, out=outs[0])
+        for job in jobs:
+            job.result()
+        if axis in axes:
+            for partial in outs[1:]:
+                ufunc(target, partial, out=target)
+
+
+def _cut(x: Any, axis: int, lo: int, hi: int) -> Any:
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(lo, hi)
+    return x[tuple(index)]
