@@ -5,11 +5,13 @@ Both execute as ``execute(operands, out, scalars, c)`` into a checked ``out``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 from .backend import Backend
 from .cache import PlanCache
+from .expression import show_label
 from .options import Options
 from .orientation import MIN_FLOPS, OrientationTrial, contraction_flops
 from .paths import EinsumProgram, OperandPrep
@@ -76,9 +78,34 @@ def allocate(backend: Backend, spec: TensorSpec) -> Any:
     return array.transpose([memory.index(i) for i in range(len(memory))])
 
 
-def _describe(stages: Sequence[Any]) -> tuple[str, str]:
-    route = stages[0].route if len(stages) == 1 else "+".join(s.route for s in stages)
-    return route, "; ".join(f"{s.route}: {s.reason}" for s in stages)
+_LABEL_GROUP = re.compile(r"(labels? )'([^']*)'")
+
+
+def relabel(reason: str, names: dict[str, str]) -> str:
+    """``reason`` with each quoted label group after "label(s)" renamed by ``names``."""
+
+    def rename(match: re.Match[str]) -> str:
+        labels = "".join(names.get(x, x) for x in match.group(2))
+        if all(x.isascii() for x in labels):
+            return f"{match.group(1)}{labels!r}"
+        return match.group(1) + ", ".join(show_label(x) for x in labels)
+
+    return _LABEL_GROUP.sub(rename, reason)
+
+
+def in_caller_labels(reason: str, problem: PrimitiveProblem) -> str:
+    """A shared plan's reason, which names canonical labels, in ``problem``'s labels."""
+    return relabel(reason, {c: label for label, c in problem.canonical_labels().items()})
+
+
+def _describe(stages: Sequence[tuple[Any, PrimitiveProblem]]) -> tuple[str, str]:
+    """The route and reason of (plan, problem) stages, labels as the caller wrote them."""
+    routes = [plan.route for plan, _ in stages]
+    route = routes[0] if len(stages) == 1 else "+".join(routes)
+    reason = "; ".join(
+        f"{plan.route}: {in_caller_labels(plan.reason, problem)}" for plan, problem in stages
+    )
+    return route, reason
 
 
 class EinsumPlan:
@@ -133,6 +160,9 @@ class EinsumPlan:
             self.fast = None
         stages = [op.reduction for op in self._operands if op.reduction is not None]
         self.stages = tuple(stages + ([plan for _, _, plan, _ in self._steps] or [self._final]))
+        problems = [op.reduction for op in program.operands if op.reduction is not None]
+        problems += [step.problem for step in program.steps] or [program.final]
+        self._described = tuple(zip(self.stages, problems))
 
     @property
     def output(self) -> TensorSpec:
@@ -152,11 +182,13 @@ class EinsumPlan:
             reason += "; " + self._orientation.reason
         return reason
 
-    def _live_stages(self) -> tuple[Any, ...]:
-        """The stages, with the final one as the orientation now chosen."""
-        if self._orientation is None:
-            return self.stages
-        return self.stages[:-1] + (self._orientation.plan,)
+    def _live_stages(self) -> tuple[tuple[Any, PrimitiveProblem], ...]:
+        """(plan, problem) per stage, the final one in the orientation now chosen."""
+        trial = self._orientation
+        if trial is None or trial.plan is self._described[-1][0]:
+            return self._described
+        assert self.program.flipped is not None
+        return self._described[:-1] + ((trial.plan, self.program.flipped),)
 
     def execute(self, operands: Sequence[Any], out: Any, scalars: tuple, c: Any) -> Any:
         """Compute alpha * einsum + beta * c into ``out``; ``scalars`` is (alpha, beta)."""
@@ -215,7 +247,7 @@ class StagePlan:
     @property
     def reason(self) -> str:
         """Why the primitive plan runs as it does."""
-        return str(self._plan.reason)
+        return in_caller_labels(str(self._plan.reason), self.problem)
 
     def execute(self, operands: Sequence[Any], out: Any, scalars: tuple, c: Any) -> Any:
         """Run the stage into ``out`` with the operation's scalars."""

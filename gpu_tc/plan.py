@@ -6,7 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .backend import Backend
+from .composite import relabel
 from .errors import OutputError, PlanStateError, ShapeError
+from .expression import expand, parse
 from .problem import OperandLayout
 
 
@@ -39,6 +41,10 @@ class Plan:
         self._backend = backend
         self._layouts = tuple(layouts)
         self._out_layout = None if out is None else backend.layout(out)
+        # The cached plan may have been built for equivalent subscripts with other letters.
+        built = plan.program.expression.labels
+        mine = expand(parse(subscripts), tuple(len(x.shape) for x in layouts)).labels
+        self._names = dict(zip(built, mine))
 
     @property
     def route(self) -> str:
@@ -47,8 +53,8 @@ class Plan:
 
     @property
     def reason(self) -> str:
-        """Why each stage takes its route."""
-        return self._live().reason
+        """Why each stage takes its route, naming labels as ``subscripts`` does."""
+        return relabel(self._live().reason, self._names)
 
     def execute(self, *operands: Any, out: Any = None) -> Any:
         """Run the plan on operands laid out like the ones it was prepared for.

@@ -192,9 +192,13 @@ class ContractionProblem:
         """The role of every label."""
         return label_roles(self.a.labels, self.b.labels, self.d.labels)
 
+    def canonical_labels(self) -> dict[str, str]:
+        """Each label's canonical name (renamed by first appearance)."""
+        return _canonical_mapping(self.a.labels, self.b.labels, self.d.labels)
+
     def canonical(self) -> ContractionProblem:
         """The same problem with labels renamed by first appearance (the cache key)."""
-        m = _canonical_mapping(self.a.labels, self.b.labels, self.d.labels)
+        m = self.canonical_labels()
         return ContractionProblem(self.a.relabel(m), self.b.relabel(m), self.d.relabel(m))
 
 
@@ -206,9 +210,13 @@ class PermutationProblem:
     b: TensorSpec
     op_a: UnaryOp = UnaryOp.IDENTITY
 
+    def canonical_labels(self) -> dict[str, str]:
+        """Each label's canonical name (renamed by first appearance)."""
+        return _canonical_mapping(self.a.labels, self.b.labels)
+
     def canonical(self) -> PermutationProblem:
         """The same problem with labels renamed by first appearance."""
-        m = _canonical_mapping(self.a.labels, self.b.labels)
+        m = self.canonical_labels()
         return PermutationProblem(self.a.relabel(m), self.b.relabel(m), self.op_a)
 
 
@@ -226,9 +234,13 @@ class ReductionProblem:
         """The labels folded away."""
         return "".join(x for x in self.a.labels if x not in self.d.labels)
 
+    def canonical_labels(self) -> dict[str, str]:
+        """Each label's canonical name (renamed by first appearance)."""
+        return _canonical_mapping(self.a.labels, self.d.labels)
+
     def canonical(self) -> ReductionProblem:
         """The same problem with labels renamed by first appearance."""
-        m = _canonical_mapping(self.a.labels, self.d.labels)
+        m = self.canonical_labels()
         return ReductionProblem(self.a.relabel(m), self.d.relabel(m), self.op_reduce, self.op_a)
 
 
@@ -251,10 +263,14 @@ class ElementwiseProblem:
     op_ab: BinaryOp
     op_abc: BinaryOp
 
+    def canonical_labels(self) -> dict[str, str]:
+        """Each label's canonical name (renamed by first appearance)."""
+        specs = [self.a, self.b, self.c, self.d]
+        return _canonical_mapping(*(s.labels for s in specs if s is not None))
+
     def canonical(self) -> ElementwiseProblem:
         """The same problem with labels renamed by first appearance."""
-        specs = [self.a, self.b, self.c, self.d]
-        m = _canonical_mapping(*(s.labels for s in specs if s is not None))
+        m = self.canonical_labels()
         return replace(
             self,
             a=self.a.relabel(m),

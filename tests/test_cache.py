@@ -442,3 +442,12 @@ def test_threads_with_operations_and_out(global_cache, rng):
 
     with ThreadPoolExecutor(8) as pool:
         assert all(pool.map(run, range(200)))
+
+
+def test_shared_plans_explain_themselves_in_the_callers_letters(global_cache):
+    a, b = np.ones((8, 9, 10, 11)), np.ones((11, 9, 12, 8))
+    first = gpu_tc.prepare("abcd,dbea->ec", a, b)
+    second = gpu_tc.prepare("wxyz,zxqw->qy", a, b)  # the same cached plans underneath
+    assert "A packed: labels 'abd' do not merge" in first.reason
+    assert "A packed: labels 'wxz' do not merge" in second.reason
+    assert "'abd'" not in second.reason
