@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -298,3 +299,23 @@ def test_numpy_compat_is_reachable_from_bench_peers_namespace():
     # The adapters import gpu_tc lazily; the public functions they call exist.
     for name in ("einsum", "permute", "reduce", "prepare"):
         assert callable(getattr(gpu_tc, name))
+
+
+def test_a_cold_first_call_does_not_size_the_runs():
+    calls = []
+
+    def cold_then_fast(case, ops):
+        def call():
+            calls.append(1)
+            if len(calls) == 1:
+                time.sleep(0.05)  # plans, page faults: far longer than min_run_time
+            return np.einsum(case.expr, *ops)
+
+        return Runner(call)
+
+    [case] = [c for c in suites.cases("overhead", "float64") if c.id == 2]
+    settings = runner.Settings(repeat=1, min_run_time=0.01, settle=0.0)
+    peer = Peer("cold", "slow first call", "cpu", "numpy", peers.ALL_KINDS, cold_then_fast)
+    entry, _, live = runner._prepare(peer, case, case.operands(), settings)
+    assert entry["error"] is None and live is not None
+    assert live.number > 1  # sized from a warm call, not from the 50 ms first one

@@ -23,6 +23,9 @@ from .progress import Progress
 from .suites import Case
 from .timing import no_sync
 
+# Warm-up calls shorter than this are timed once more before sizing the runs.
+RETIME_BELOW = 1.0
+
 # A peer's result "mismatches" when its relative error against gpu_tc's exceeds this.
 TOLERANCE = {"float32": 1e-3, "complex64": 1e-3, "float64": 1e-9, "complex128": 1e-9}
 
@@ -256,6 +259,10 @@ def _prepare(
         value = np.asarray(runner.host(first))
         del first
         for _ in range(settings.warmup - 1):
+            elapsed = timing.run(runner.call, 1, runner.sync)
+        if elapsed < RETIME_BELOW:
+            # A first call may be cold (plans, page faults, a garbage collection): sizing
+            # the runs from it alone can leave a microsecond call timed once per run.
             elapsed = timing.run(runner.call, 1, runner.sync)
         number = timing.calibrate(runner.call, elapsed, settings.min_run_time, runner.sync)
     except Exception as err:  # noqa: BLE001 - a failing implementation is reported, not fatal
