@@ -1,7 +1,7 @@
 """Reductions on the CPU: NumPy ufunc reductions on strided views, split over threads.
 
 NumPy reduces on one core; a large reduction is memory-bound, and one core does not
-saturate memory. So a reduction of THREAD_MIN_ELEMENTS or more runs as one ufunc
+saturate memory. So a reduction moving THREAD_MIN_BYTES or more runs as one ufunc
 reduction per thread, each over a slab of A cut along A's outermost axis (the one of
 largest stride, so that each slab is one stretch of memory): when that axis is kept,
 each thread writes its own slab of D; when it is reduced, each thread folds its slab into
@@ -20,10 +20,12 @@ import numpy as np
 
 from gpu_tc.operators import REDUCE, UNARY
 from gpu_tc.options import UnaryOp
-from gpu_tc.problem import ReductionProblem
+from gpu_tc.problem import ReductionProblem, TensorSpec
 
-# Below this many elements of A, one thread: the hand-off costs more than it saves.
-THREAD_MIN_ELEMENTS = 1 << 21
+# Below this many bytes of memory traffic, one thread: the hand-off costs more than it
+# saves. A view with no unit-stride axis (a strided diagonal) costs a cache line per element.
+THREAD_MIN_BYTES = 8 << 20
+CACHE_LINE = 64
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
@@ -38,6 +40,15 @@ def _pool() -> ThreadPoolExecutor:
         if _POOL is None:
             _POOL = ThreadPoolExecutor(_threads(), thread_name_prefix="gpu_tc-reduce")
         return _POOL
+
+
+def traffic(a: TensorSpec) -> int:
+    """Bytes of memory a pass over ``a`` moves: its size, or a cache line per element
+    when no axis has unit stride."""
+    itemsize = np.dtype(a.dtype).itemsize
+    unit = any(abs(s) == 1 for s, n in zip(a.strides, a.extents) if n > 1)
+    per_element = itemsize if unit or not a.extents else max(itemsize, CACHE_LINE)
+    return int(np.prod(a.extents, dtype=np.int64)) * per_element
 
 
 def split_axis(shape: tuple[int, ...], strides: tuple[int, ...], threads: int) -> int | None:
@@ -62,8 +73,7 @@ class CpuReductionPlan:
         # D's axes in the order the reduction leaves them (A's order).
         self._d_as_a = tuple(d.labels.index(x) for x in kept)
         self._ufunc = REDUCE[problem.op_reduce]
-        size = int(np.prod(a.extents, dtype=np.int64))
-        threads = _threads() if size >= THREAD_MIN_ELEMENTS and self._axes else 1
+        threads = _threads() if traffic(a) >= THREAD_MIN_BYTES and self._axes else 1
         self._split = split_axis(a.extents, a.strides, threads) if threads > 1 else None
         self._threads = threads if self._split is not None else 1
         how = (

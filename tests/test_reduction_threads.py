@@ -9,13 +9,13 @@ from helpers import assert_close
 import gpu_tc
 from cpu_fallback import reduction
 from gpu_tc import ReduceOp, UnaryOp, reference
-from gpu_tc.problem import ReductionProblem, contiguous_spec
+from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
 
 
 @pytest.fixture
 def threaded(monkeypatch):
     """Every reduction split over 3 threads (uneven slabs), with fresh plans."""
-    monkeypatch.setattr(reduction, "THREAD_MIN_ELEMENTS", 1)
+    monkeypatch.setattr(reduction, "THREAD_MIN_BYTES", 1)
     monkeypatch.setattr(reduction, "_threads", lambda: 3)
     gpu_tc.plan_cache().clear()
     yield
@@ -29,6 +29,14 @@ def test_split_axis_is_the_outermost_with_enough_entries():
     assert reduction.split_axis((8, 8), (-8, 1), 2) == 0  # reversed rows still stride 8
     assert reduction.split_axis((1, 1), (1, 1), 2) is None
     assert reduction.split_axis((8, 8), (8, 1), 1) is None
+
+
+def test_traffic_counts_a_cache_line_per_element_without_a_unit_stride():
+    dense = contiguous_spec("ab", [4, 8], "d")
+    assert reduction.traffic(dense) == 4 * 8 * 8
+    diagonal = TensorSpec("ab", (4, 8), (4097, 64), "d")  # e.g. a[i, j, k, j] seen as (j, k)
+    assert reduction.traffic(diagonal) == 4 * 8 * reduction.CACHE_LINE
+    assert reduction.traffic(contiguous_spec("", [], "d")) == 8
 
 
 def _reason(labels: str, out: str, shape: tuple[int, ...]) -> str:
