@@ -74,13 +74,14 @@ class CpuReductionPlan:
         self._d_as_a = tuple(d.labels.index(x) for x in kept)
         self._ufunc = REDUCE[problem.op_reduce]
         threads = _threads() if traffic(a) >= THREAD_MIN_BYTES and self._axes else 1
-        self._split = split_axis(a.extents, a.strides, threads) if threads > 1 else None
-        self._threads = threads if self._split is not None else 1
-        how = (
-            f"split over {self._threads} threads along label {a.labels[self._split]!r}"
-            if self._split is not None
-            else "one thread"
-        )
+        self._split = split_axis(a.extents, a.strides, threads)
+        how = "one thread"
+        if self._split is not None:
+            bounds = np.linspace(0, a.extents[self._split], threads + 1).astype(int)
+            self._slabs = [slice(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+            # Where the split axis sits in the target (kept axes in A's order), if kept.
+            self._kept_axis = self._split - sum(1 for i in self._axes if i < self._split)
+            how = f"split over {threads} threads along label {a.labels[self._split]!r}"
         self.reason = (
             f"{problem.op_reduce.name} over {len(self._axes)} label(s) on a strided view, "
             f"no copy of A, {how}"
@@ -113,14 +114,12 @@ class CpuReductionPlan:
         if self._split is None or x.size == 0:
             ufunc.reduce(x, axis=axes, out=target)
             return
-        axis, threads = self._split, self._threads
-        bounds = np.linspace(0, x.shape[axis], threads + 1).astype(int)
-        slabs = [_cut(x, axis, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+        axis = self._split
+        slabs = [_cut(x, axis, part) for part in self._slabs]
         if axis in axes:
             outs = [target] + [np.empty_like(target) for _ in slabs[1:]]
         else:
-            kept_axis = axis - sum(1 for i in axes if i < axis)
-            outs = [_cut(target, kept_axis, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+            outs = [_cut(target, self._kept_axis, part) for part in self._slabs]
         jobs = [
             _pool().submit(ufunc.reduce, slab, axis=axes, out=out)
             for slab, out in zip(slabs[1:], outs[1:])
@@ -133,7 +132,7 @@ class CpuReductionPlan:
                 ufunc(target, partial, out=target)
 
 
-def _cut(x: Any, axis: int, lo: int, hi: int) -> Any:
+def _cut(x: Any, axis: int, part: slice) -> Any:
     index = [slice(None)] * x.ndim
-    index[axis] = slice(lo, hi)
+    index[axis] = part
     return x[tuple(index)]

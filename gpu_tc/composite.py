@@ -158,11 +158,15 @@ class EinsumPlan:
                 (self._final, plan_for(flipped)), (program.output, flipped.d), backend.layout
             )
             self.fast = None
-        stages = [op.reduction for op in self._operands if op.reduction is not None]
-        self.stages = tuple(stages + ([plan for _, _, plan, _ in self._steps] or [self._final]))
-        problems = [op.reduction for op in program.operands if op.reduction is not None]
-        problems += [step.problem for step in program.steps] or [program.final]
-        self._described = tuple(zip(self.stages, problems))
+        # (plan, problem) per stage: the problem names the labels of the plan's reason.
+        reductions = [
+            (op.reduction, prep.reduction)
+            for op, prep in zip(self._operands, program.operands)
+            if op.reduction is not None
+        ]
+        steps = [(plan, step.problem) for (_, _, plan, _), step in zip(self._steps, program.steps)]
+        self._described = tuple(reductions + (steps or [(self._final, program.final)]))
+        self.stages = tuple(plan for plan, _ in self._described)
 
     @property
     def output(self) -> TensorSpec:
