@@ -44,14 +44,21 @@ class CpuBackend:
         """A new C-ordered array; a large one from the host pool (cpu_fallback.pool)."""
         return HOST_POOL.empty(extents, dtype)
 
+    def from_host(self, array: np.ndarray) -> np.ndarray:
+        """``array`` itself: the CPU computes on NumPy arrays."""
+        return array
+
     def cast(self, array: np.ndarray, dtype: str) -> np.ndarray:
         """A C-ordered copy of ``array`` in ``dtype``."""
         return np.array(array, dtype=dtype, order="C", copy=True)
 
-    def view(self, array: np.ndarray, spec: TensorSpec) -> np.ndarray:
-        """A read-only view with the extents and strides (in elements) of ``spec``."""
+    def view(self, array: np.ndarray, spec: TensorSpec, writable: bool = False) -> np.ndarray:
+        """A view with the extents and strides (in elements) of ``spec``; read-only
+        unless ``writable``."""
         itemsize = array.itemsize
         strides = tuple(s * itemsize for s in spec.strides)
+        if writable:
+            return as_strided(array, spec.extents, strides)
         if array.flags.c_contiguous or array.flags.f_contiguous:
             # Three times cheaper than as_strided: a warm trace is a few microseconds.
             view = np.ndarray(spec.extents, array.dtype, buffer=array, strides=strides)

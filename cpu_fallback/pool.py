@@ -175,7 +175,9 @@ class HostPool:
 
 def _check_limit(value: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise OptionsError(f"the host pool limit must be a whole number of bytes >= 0, not {value!r}")
+        raise OptionsError(
+            f"the host pool limit must be a whole number of bytes >= 0, not {value!r}"
+        )
     return value
 
 

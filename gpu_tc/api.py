@@ -330,7 +330,7 @@ def _host_operands(backend: Backend, operands: Sequence[Any]) -> list[Any]:
     for index, x in enumerate(operands):
         if not isinstance(x, backend.array_type):
             try:
-                x = np.asarray(x)
+                x = backend.from_host(np.asarray(x))
             except Exception as err:  # noqa: BLE001 - any conversion failure is bad input
                 raise OperandError(f"operand {index} cannot be read as an array: {err}") from err
         if any(s % x.itemsize for s in x.strides) if x.itemsize else False:

@@ -11,6 +11,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+import numpy as np
+
 from .errors import OperandError
 from .options import Options
 from .problem import (
@@ -53,11 +55,15 @@ class Backend(Protocol):
     def empty(self, extents: tuple[int, ...], dtype: str) -> Any:
         """A new C-ordered array."""
 
+    def from_host(self, array: Any) -> Any:
+        """A NumPy array (a Python scalar an operand was given as) on this backend."""
+
     def cast(self, array: Any, dtype: str) -> Any:
         """A C-ordered copy of ``array`` in ``dtype``."""
 
-    def view(self, array: Any, spec: TensorSpec) -> Any:
-        """A view of ``array`` with the extents and strides (elements) of ``spec``."""
+    def view(self, array: Any, spec: TensorSpec, writable: bool = False) -> Any:
+        """A view of ``array`` with the extents and strides (elements) of ``spec``,
+        starting at its first element (read-only unless ``writable``)."""
 
     def overlaps(self, a: Any, b: Any) -> bool:
         """Whether the memory of ``a`` and ``b`` may overlap."""
@@ -117,18 +123,24 @@ def host_pool() -> Any:
     return HOST_POOL
 
 
+def _is_scalar(x: Any) -> bool:
+    """A Python or NumPy number: an operand any backend takes (numpy.einsum's rule)."""
+    return isinstance(x, (int, float, complex, np.generic))
+
+
 def select_backend(operands: Sequence[Any], context: str) -> Backend:
-    """The backend for these operands: NumPy (or array-likes) -> CPU, CuPy -> GPU.
+    """The backend for these operands: NumPy (or array-likes) -> CPU, CuPy -> GPU;
+    Python and NumPy scalars go with either.
 
     Raises:
         OperandError: NumPy and CuPy operands are mixed.
     """
     on_gpu = [_is_cupy_array(x) for x in operands]
     if any(on_gpu):
-        if not all(on_gpu):
-            host = on_gpu.index(False)
+        host = [i for i, x in enumerate(operands) if not on_gpu[i] and not _is_scalar(x)]
+        if host:
             raise OperandError(
-                f"operand {host} is a {type(operands[host]).__name__} but operand "
+                f"operand {host[0]} is a {type(operands[host[0]]).__name__} but operand "
                 f"{on_gpu.index(True)} is a CuPy array in {context}: move every operand "
                 "to one device"
             )

@@ -24,6 +24,7 @@ BACKENDS = ("cpu", "gpu")
 GPU_VERSIONS = (
     ("cupy", "CuPy"),
     ("cutensor", "cuTENSOR"),
+    ("cublas", "cuBLAS"),
     ("nvmath-python", "nvmath-python"),
     ("cuda_runtime", "CUDA runtime"),
     ("cuda_driver", "CUDA driver"),
@@ -87,7 +88,9 @@ def _info(args: argparse.Namespace, argv: list[str]) -> int:
     print("Backends:")
     print("  cpu: available (NumPy/BLAS, cpu_fallback)")
     if gpu.available:
-        print("  gpu: available (CuPy, cuTENSOR, cuBLAS)")
+        libraries = [name for key, name in (("cutensor", "cuTENSOR"), ("cublas", "cuBLAS"))
+                     if not gpu.versions[key].startswith("not loadable")]
+        print(f"  gpu: available (CuPy, {', '.join(libraries)})")
     else:
         print(f"  gpu: unavailable: {gpu.reason}")
     print("Devices:")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from .backend import Backend
@@ -69,9 +70,31 @@ class _Operand:
         return x
 
 
+@lru_cache(maxsize=1024)
+def _dense_order(spec: TensorSpec) -> tuple[int, ...] | None:
+    """The axis order, outermost first, in which ``spec`` is dense; None when its
+    strides leave gaps or run backwards."""
+    order = tuple(sorted(range(len(spec.extents)), key=lambda i: -spec.strides[i]))
+    step = 1
+    for i in reversed(order):
+        if spec.extents[i] != 1 and spec.strides[i] != step:
+            return None
+        step *= spec.extents[i]
+    return order
+
+
 def allocate(backend: Backend, spec: TensorSpec) -> Any:
-    """A new array with the extents, dtype and dense strides of ``spec`` (any axis order)."""
-    memory = sorted(range(len(spec.extents)), key=lambda i: -spec.strides[i])
+    """A new array laid out exactly as ``spec``: dense in its axis order, or, when its
+    strides leave gaps or run backwards (a plan made for an ``out`` that is a window),
+    a view of a buffer spanning them: a plan's GEMM or cuTENSOR descriptor has its
+    output strides built in."""
+    order = _dense_order(spec)
+    if order is None and 0 not in spec.extents:
+        low = sum((e - 1) * s for e, s in zip(spec.extents, spec.strides) if s < 0)
+        high = sum((e - 1) * s for e, s in zip(spec.extents, spec.strides) if s > 0)
+        buffer = backend.empty((high - low + 1,), spec.dtype)
+        return backend.view(buffer[-low:], spec, writable=True)
+    memory = list(order) if order is not None else list(range(len(spec.extents)))
     if memory == list(range(len(memory))):
         return backend.empty(spec.extents, spec.dtype)
     array = backend.empty(tuple(spec.extents[i] for i in memory), spec.dtype)

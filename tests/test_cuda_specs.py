@@ -1,7 +1,8 @@
 """The GPU backend's plain-data decisions, on the CPU: no CuPy, no nvmath, no GPU.
 
-Descriptor specs, mode maps, dtype tables, alignment, keys, element-wise roles, the
-cuBLAS route (strided-batched criterion, transposition flags) and the workspace policy.
+Descriptor specs, mode maps, dtype tables, alignment, keys, the forms cuTENSOR is
+given, element-wise roles, the cuBLAS route (strided-batched criterion, transposition
+flags) and the workspace policy.
 """
 
 from __future__ import annotations
@@ -13,16 +14,14 @@ import textwrap
 import pytest
 
 from gpu_tc.cuda import specs
+from gpu_tc.cuda.gemm_route import CUBLAS_OP_N, CUBLAS_OP_T, cublas_gemm, leading_dimension
 from gpu_tc.cuda.specs import (
-    CUBLAS_OP_N,
-    CUBLAS_OP_T,
     DescriptorSpec,
     choose_workspace,
-    cublas_gemm,
+    documented_forms,
     elementwise_roles,
     expected_alignment,
     extra_key,
-    leading_dimension,
     mode_map,
     orient,
     pointer_alignment,
@@ -191,6 +190,32 @@ def test_staging_note_names_the_staged_tensors():
     assert specs.staging_note("AB", [plain, staged]) == (
         "; B staged through a C-ordered copy (negative or zero strides)"
     )
+
+
+def test_documented_forms_leave_ordinary_operations_alone():
+    a, b, d = orient((spec("ab", (3, 4), (4, 1)), spec("bc", (4, 5), (5, 1)),
+                      spec("ac", (3, 5), (5, 1))))
+    assert documented_forms((a, b, d), contraction=True) == ((a, b, d), "")
+
+
+def test_documented_forms_give_an_outer_product_a_contracted_mode():
+    a, b, d = orient((spec("a", (3,), (1,)), spec("b", (4,), (1,)), spec("ab", (3, 4), (4, 1))))
+    (pa, pb, pd), note = documented_forms((a, b, d), contraction=True)
+    assert pa.modes == (0, 2) and pb.modes == (1, 2) and pd == d
+    assert (pa.extents[-1], pa.strides[-1]) == (1, 1)
+    assert note == "; an extent-1 contracted mode added (no label is contracted)"
+
+
+def test_documented_forms_give_every_tensor_a_mode_when_one_has_none():
+    a, b, d = orient((spec("ab", (3, 4), (4, 1)), spec("ab", (3, 4), (4, 1)),
+                      spec("", (), ())))
+    (pa, pb, pd), note = documented_forms((a, b, d), contraction=True)
+    assert pa.modes == (0, 1, 2) and pb.modes == (0, 1, 2) and pd.modes == (2,)
+    assert pd.extents == (1,)
+    assert note == "; an extent-1 mode added to every tensor (one has no modes)"
+    ones = orient((spec("ab", (1, 1), (1, 1)), spec("", (), ())))
+    padded, note = documented_forms(ones)
+    assert [p.modes for p in padded] == [(0,), (0,)]
 
 
 # --- element-wise roles -------------------------------------------------------------

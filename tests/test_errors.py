@@ -679,5 +679,8 @@ def test_mixed_cupy_numpy_operands():
     ) as info:
         gpu_tc.einsum("ij,jk->ik", a, np.ones((3, 4)))
     assert isinstance(info.value, TypeError)
-    with pytest.raises(gpu_tc.OutputError, match=r"out is a ndarray.*'ij,jk->ik'"):
+    with pytest.raises(
+        gpu_tc.OutputError,
+        match=r"out is a numpy.ndarray but the operands need a cupy.ndarray.*'ij,jk->ik'",
+    ):
         gpu_tc.einsum("ij,jk->ik", a, cupy.ones((3, 4)), out=np.zeros((2, 4)))

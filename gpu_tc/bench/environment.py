@@ -11,6 +11,7 @@ import importlib.metadata
 import importlib.util
 import os
 import platform
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -23,10 +24,11 @@ class GpuStatus:
     """Whether gpu_tc's GPU backend can run here, and what was found on the way.
 
     Attributes:
-        available: CuPy imports, sees a device, and gpu_tc's GPU backend is present.
+        available: CuPy imports, sees a device, and cuTENSOR or cuBLAS loads.
         reason: Why not, when not available.
         devices: "index: name (compute capability, memory)" per visible device.
-        versions: CuPy, CUDA runtime, CUDA driver, cuTENSOR, nvmath-python (found ones).
+        versions: CuPy, CUDA runtime and driver, cuTENSOR, cuBLAS, nvmath-python (found
+            ones); a library that does not load shows the failure and its fix.
     """
 
     available: bool
@@ -101,7 +103,11 @@ def host() -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def gpu_status() -> GpuStatus:
-    """Probe CuPy, the devices, cuTENSOR and gpu_tc's GPU backend (imports CuPy)."""
+    """Probe CuPy, the devices, cuTENSOR and cuBLAS (imports CuPy).
+
+    The GPU backend is available when CuPy sees a device and at least one of the two
+    libraries loads; each one's version, or its failure and the fix, is in ``versions``.
+    """
     if not installed("cupy"):
         return GpuStatus(False, "CuPy is not installed (pip install 'gpu-tc[gpu]')")
     versions: dict[str, str] = {}
@@ -116,13 +122,17 @@ def gpu_status() -> GpuStatus:
         devices = tuple(_describe_device(runtime, i) for i in range(count))
     except Exception as err:  # noqa: BLE001 - any CUDA failure means no usable GPU
         return GpuStatus(False, f"CUDA is not usable: {type(err).__name__}: {err}", (), versions)
-    versions.update(_cutensor_versions())
+    from ..cuda import libraries
+
+    tensor, blas = libraries.cutensor(), libraries.cublas()
+    versions["cutensor"], versions["cublas"] = tensor.describe(), blas.describe()
+    nvmath = sys.modules.get("nvmath")  # imported by the cuTENSOR probe when installed
+    versions["nvmath-python"] = getattr(nvmath, "__version__", None) or "not installed"
     if not devices:
         return GpuStatus(False, "CuPy sees no CUDA device", devices, versions)
-    if not installed("nvmath"):
-        return GpuStatus(False, "nvmath-python is not installed", devices, versions)
-    if importlib.util.find_spec("gpu_tc.cuda.backend") is None:
-        return GpuStatus(False, "gpu_tc.cuda.backend is missing from this build", devices, versions)
+    if not tensor.loaded and not blas.loaded:
+        reason = "neither cuTENSOR nor cuBLAS loads (see their lines above)"
+        return GpuStatus(False, reason, devices, versions)
     return GpuStatus(True, "", devices, versions)
 
 
@@ -135,18 +145,3 @@ def _describe_device(runtime: Any, index: int) -> str:
     name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
     memory = props["totalGlobalMem"] / 2**30
     return f"{index}: {name} (sm_{props['major']}{props['minor']}, {memory:.0f} GiB)"
-
-
-def _cutensor_versions() -> dict[str, str]:
-    found: dict[str, str] = {}
-    nvmath_version = package_version("nvmath-python")
-    if nvmath_version:
-        found["nvmath-python"] = nvmath_version
-    try:
-        from nvmath.bindings import cutensor
-
-        number = cutensor.get_version()
-        found["cutensor"] = f"{number // 10000}.{number % 10000 // 100}.{number % 100}"
-    except Exception as err:  # noqa: BLE001 - a missing library is reported, not raised
-        found["cutensor"] = f"not loadable ({type(err).__name__})"
-    return found

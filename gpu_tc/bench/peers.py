@@ -51,7 +51,7 @@ class Peer:
         name: The name used by ``--peers`` and in reports.
         title: What exactly is called.
         device: "cpu" or "gpu".
-        module: The top-level module that must be importable.
+        module: The module that must be importable (e.g. "nvmath.tensor").
         kinds: The kinds of case it runs.
         build: Makes the runner for a case and its operands.
         suites: The suites it joins by default (None: every suite).
@@ -69,9 +69,11 @@ class Peer:
 
     def missing(self) -> str | None:
         """Why the peer cannot run here, or None when its module is importable."""
-        if importlib.util.find_spec(self.module) is None:
-            return f"skipping {self.name}: module {self.module!r} is not installed"
-        return None
+        try:
+            found = importlib.util.find_spec(self.module) is not None
+        except ModuleNotFoundError:  # the parent package of a dotted name is missing
+            found = False
+        return None if found else f"skipping {self.name}: module {self.module!r} is not installed"
 
 
 def _permutation(case: Case) -> tuple[int, ...]:
@@ -248,10 +250,10 @@ PEERS: dict[str, Peer] = {
         Peer("pytblis", "pytblis.contract / einsum / transpose_add (TBLIS)", "cpu", "pytblis",
              ALL_KINDS, _pytblis),
         Peer("cupy", "cupy.einsum; transpose copy; ndarray.sum", "gpu", "cupy", ALL_KINDS, _cupy),
-        Peer("nvmath", "nvmath.tensor.BinaryContraction, planned once", "gpu", "nvmath", _BINARY,
-             _nvmath_held, operands=2),
-        Peer("nvmath-fn", "nvmath.tensor.binary_contraction (function form)", "gpu", "nvmath",
-             _BINARY, _nvmath_function, _OVERHEAD_ONLY, operands=2),
+        Peer("nvmath", "nvmath.tensor.BinaryContraction, planned once", "gpu", "nvmath.tensor",
+             _BINARY, _nvmath_held, operands=2),
+        Peer("nvmath-fn", "nvmath.tensor.binary_contraction (function form)", "gpu",
+             "nvmath.tensor", _BINARY, _nvmath_function, _OVERHEAD_ONLY, operands=2),
         Peer("torch-cuda", "torch.einsum on CUDA tensors", "gpu", "torch", ALL_KINDS, _torch_cuda),
     )
 }

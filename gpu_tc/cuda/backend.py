@@ -2,8 +2,9 @@
 
 Imported only when CuPy arrays reach the core (so CuPy is already imported). Route
 choice per contraction: an empty result or sum, then cuBLAS when the problem maps
-onto one GEMM without a copy (and ``Options.allow_cublas``), else cuTENSOR; every
-plan records its route and the reason.
+onto one GEMM without a copy (and ``Options.allow_cublas``, and libcublas loads),
+else cuTENSOR; every plan records its route and the reason. A library that does not
+load costs its routes only (:mod:`gpu_tc.cuda.libraries`).
 """
 
 from __future__ import annotations
@@ -25,22 +26,27 @@ from gpu_tc.problem import (
     array_layout,
 )
 
-from .specs import cublas_gemm, extra_key
+from . import libraries
+from .empty import EmptyPlan, EmptySumContractionPlan, EmptySumReductionPlan
+from .gemm_route import cublas_gemm
+from .specs import extra_key
 
-try:
-    from .cublas import CublasContractionPlan
-    from .empty import EmptyPlan, EmptySumContractionPlan, EmptySumReductionPlan
-    from .plans import (
-        CutensorContractionPlan,
-        CutensorElementwisePlan,
-        CutensorPermutationPlan,
-        CutensorReductionPlan,
-    )
-except ImportError as err:  # nvmath-python or CuPy's cuBLAS bindings are missing
-    raise BackendError(
-        f"the GPU backend needs nvmath-python, cuTENSOR and CuPy's cuBLAS ({err}): "
-        "pip install gpu-tc[gpu]"
-    ) from err
+
+def _cutensor_plans() -> Any:
+    """The cuTENSOR plan modules (plans, elementwise), once libcutensor loads.
+
+    Raises:
+        BackendError: cuTENSOR cannot be loaded; the message names the failure and its fix.
+    """
+    library = libraries.cutensor()
+    if not library.loaded:
+        raise BackendError(
+            f"cuTENSOR could not be loaded ({library.error}): {library.fix}",
+            status="CUTENSOR_STATUS_NOT_INITIALIZED",
+        )
+    from . import elementwise, plans
+
+    return plans, elementwise
 
 
 class GpuBackend:
@@ -78,12 +84,17 @@ class GpuBackend:
         """A new C-ordered array on the current device."""
         return cupy.empty(extents, dtype)
 
+    def from_host(self, array: Any) -> cupy.ndarray:
+        """A copy of a NumPy array (an operand given as a scalar) on the current device."""
+        return cupy.asarray(array)
+
     def cast(self, array: cupy.ndarray, dtype: str) -> cupy.ndarray:
         """A C-ordered copy of ``array`` in ``dtype``."""
         return array.astype(dtype, order="C", copy=True)
 
-    def view(self, array: cupy.ndarray, spec: TensorSpec) -> cupy.ndarray:
-        """A view with the extents and strides (in elements) of ``spec``."""
+    def view(self, array: cupy.ndarray, spec: TensorSpec, writable: bool = False) -> cupy.ndarray:
+        """A view with the extents and strides (in elements) of ``spec`` (CuPy views are
+        always writable)."""
         itemsize = array.itemsize
         return as_strided(array, spec.extents, tuple(s * itemsize for s in spec.strides))
 
@@ -109,17 +120,25 @@ class GpuBackend:
         device = cupy.cuda.runtime.getDevice()
         if not options.allow_cublas:
             why = "Options.allow_cublas is False"
-            return CutensorContractionPlan(problem, options, device, why)
-        route = cublas_gemm(problem)
-        if route.gemm is not None:
-            return CublasContractionPlan(problem, route.gemm, route.reason, device)
-        return CutensorContractionPlan(problem, options, device, route.reason)
+        else:
+            route = cublas_gemm(problem)
+            why = route.reason
+            if route.gemm is not None:
+                blas = libraries.cublas()
+                if blas.loaded:
+                    from .cublas import CublasContractionPlan
+
+                    return CublasContractionPlan(problem, route.gemm, route.reason, device)
+                why = f"cuBLAS could not be loaded ({blas.error}): {blas.fix}"
+        plans, _ = _cutensor_plans()
+        return plans.CutensorContractionPlan(problem, options, device, why)
 
     def permutation_plan(self, problem: PermutationProblem, options: Options) -> Any:
         """A cuTENSOR permutation (nothing to do when B is empty)."""
         if 0 in problem.b.extents:
             return EmptyPlan("the result is empty")
-        return CutensorPermutationPlan(problem, cupy.cuda.runtime.getDevice())
+        plans, _ = _cutensor_plans()
+        return plans.CutensorPermutationPlan(problem, cupy.cuda.runtime.getDevice())
 
     def reduction_plan(self, problem: ReductionProblem, options: Options) -> Any:
         """A cuTENSOR reduction on A's (possibly diagonal) view."""
@@ -127,10 +146,12 @@ class GpuBackend:
             return EmptyPlan("the result is empty")
         if 0 in problem.a.extents:
             return EmptySumReductionPlan(problem)
-        return CutensorReductionPlan(problem, options, cupy.cuda.runtime.getDevice())
+        plans, _ = _cutensor_plans()
+        return plans.CutensorReductionPlan(problem, options, cupy.cuda.runtime.getDevice())
 
     def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> Any:
         """A cuTENSOR element-wise binary or trinary operation."""
         if 0 in problem.d.extents:
             return EmptyPlan("the result is empty")
-        return CutensorElementwisePlan(problem, cupy.cuda.runtime.getDevice())
+        _, elementwise = _cutensor_plans()
+        return elementwise.CutensorElementwisePlan(problem, cupy.cuda.runtime.getDevice())

@@ -2,7 +2,7 @@
 
 Runs on CuPy's cuBLAS handle; CuPy's bindings put the handle on the current stream
 before each call. Row-major tensors map onto column-major cuBLAS as
-:func:`gpu_tc.cuda.specs.cublas_gemm` decided (D = A B, or D^T = B^T A^T).
+:func:`gpu_tc.cuda.gemm_route.cublas_gemm` decided (D = A B, or D^T = B^T A^T).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from cupy_backends.cuda.libs import cublas as _cublas
 from gpu_tc.errors import BackendError
 from gpu_tc.problem import ContractionProblem
 
+from .gemm_route import CublasGemm
 from .operands import HostScalars, check_device
-from .specs import CublasGemm
 
 _PREFIX = {"f": "s", "d": "d", "F": "c", "D": "z"}
 

@@ -1,10 +1,10 @@
-"""Owned wrappers over ``nvmath.bindings.cutensor`` (cuTENSOR 2.x) and its execute calls.
+"""Owned wrappers over ``nvmath.bindings.cutensor`` (cuTENSOR 2.x): handle, tensor and
+operation descriptors, plan preference and plan.
 
 Every C object belongs to one small Python object that destroys it exactly once
 (``weakref.finalize``, which also runs at exit, newest first, so plans go before the
 handle). cuTENSOR errors become :class:`gpu_tc.errors.BackendError` carrying the
-status name. Workspace comes from CuPy's memory pool, one buffer per device and
-stream, grown on demand.
+status name. :mod:`gpu_tc.cuda.planned` plans and executes operations with them.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import cupy
 import numpy as np
 from nvmath.bindings import cutensor as ct
 
-from gpu_tc.errors import BackendError, WorkspaceError
+from gpu_tc.errors import BackendError
 
-from .specs import COMPUTE_DESCRIPTORS, DescriptorSpec, choose_workspace, fallback_note
+from .specs import COMPUTE_DESCRIPTORS, SCALAR_DTYPES, DescriptorSpec
 
 
 def status_name(err: Any) -> str:
@@ -101,8 +101,32 @@ class OperationDescriptor:
 
     def __init__(self, handle: Handle, ptr: int, tensors: Sequence[TensorDescriptor]) -> None:
         self.ptr = ptr
-        self._keep = (handle, tuple(tensors))  # the descriptors outlive the operation
+        self._handle = handle
+        self._keep = tuple(tensors)  # the descriptors outlive the operation
         self._finalizer = weakref.finalize(self, ct.destroy_operation_descriptor, ptr)
+
+    def scalar_type(self) -> str:
+        """The dtype character of the scalars the operation reads (its SCALAR_TYPE).
+
+        Raises:
+            BackendError: cuTENSOR reports a scalar type gpu_tc does not pass.
+        """
+        attribute = ct.OperationDescriptorAttribute.SCALAR_TYPE
+        value = np.zeros(1, dtype=ct.get_operation_descriptor_attribute_dtype(attribute))
+        call(
+            "cutensorOperationDescriptorGetAttribute",
+            ct.operation_descriptor_get_attribute,
+            self._handle.ptr,
+            self.ptr,
+            int(attribute),
+            value.ctypes.data,
+            value.itemsize,
+        )
+        dtype = SCALAR_DTYPES.get(int(value[0]))
+        if dtype is None:
+            raise BackendError(f"cuTENSOR reports scalar type {int(value[0])}, which gpu_tc "
+                               "does not pass", status="CUTENSOR_STATUS_NOT_SUPPORTED")
+        return dtype
 
     @classmethod
     def contraction(
@@ -247,165 +271,3 @@ class Plan:
             required.itemsize,
         )
         self.workspace_size = int(required[0])
-
-
-class Workspaces:
-    """One workspace buffer per device and stream, from CuPy's memory pool, grown on
-    demand; work on one stream is ordered, so its buffer is reused safely."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._buffers: dict[int, weakref.WeakKeyDictionary[Any, tuple[Any, int]]] = {}
-
-    def pointer(self, device: int, stream: Any, size: int) -> int:
-        """A device pointer to at least ``size`` bytes for work on ``stream``.
-
-        Raises:
-            cupy.cuda.memory.OutOfMemoryError: the pool cannot grow the buffer.
-        """
-        if size == 0:
-            return 0
-        with self._lock:
-            per_stream = self._buffers.setdefault(device, weakref.WeakKeyDictionary())
-            held = per_stream.get(stream)
-            if held is not None and held[1] >= size:
-                return int(held[0].ptr)
-            per_stream.pop(stream, None)  # back to the pool before growing
-            memory = cupy.cuda.alloc(size)
-            per_stream[stream] = (memory, size)
-            return int(memory.ptr)
-
-
-WORKSPACES = Workspaces()
-
-
-class PlannedOperation:
-    """An operation descriptor with its preference and plan, planned under the
-    workspace policy, planned again on out-of-memory and while autotuning."""
-
-    def __init__(
-        self,
-        handle: Handle,
-        operation: OperationDescriptor,
-        workspace_limit: int | None,
-        context: str,
-        uses_workspace: bool,
-    ) -> None:
-        self.handle = handle
-        self.operation = operation
-        self.preference = PlanPreference(handle)
-        self.note = ""
-        self._limit = self._minimum = 0
-        if uses_workspace:
-            recommended = self._estimate(ct.WorksizePreference.WORKSPACE_DEFAULT)
-            self._minimum = self._estimate(ct.WorksizePreference.WORKSPACE_MIN)
-            choice = choose_workspace(recommended, self._minimum, workspace_limit, context)
-            self._limit, self.note = choice.limit, choice.note
-        self._context = context
-        self._tuning = 0
-        self.plan = Plan(handle, operation, self.preference, self._limit)
-
-    def _estimate(self, preference: Any) -> int:
-        return int(
-            call(
-                "cutensorEstimateWorkspaceSize",
-                ct.estimate_workspace_size,
-                self.handle.ptr,
-                self.operation.ptr,
-                self.preference.ptr,
-                int(preference),
-            )
-        )
-
-    def workspace(self, device: int, stream: Any) -> tuple[int, int]:
-        """(pointer, size) of the plan's workspace; on out-of-memory, plan again with
-        the minimum workspace and record it in ``note``.
-
-        Raises:
-            WorkspaceError: not even the minimum workspace can be allocated.
-        """
-        size = self.plan.workspace_size
-        try:
-            return WORKSPACES.pointer(device, stream, size), size
-        except cupy.cuda.memory.OutOfMemoryError as err:
-            if size <= self._minimum:
-                raise WorkspaceError(
-                    f"{self._context}: out of memory for its minimum workspace of {size} bytes"
-                ) from err
-        self._limit = self._minimum
-        self.plan = Plan(self.handle, self.operation, self.preference, self._limit)
-        self.note = fallback_note(size, self._minimum)
-        minimum = self.plan.workspace_size
-        try:
-            return WORKSPACES.pointer(device, stream, minimum), minimum
-        except cupy.cuda.memory.OutOfMemoryError as err:
-            raise WorkspaceError(
-                f"{self._context}: out of memory for its minimum workspace of {minimum} bytes"
-            ) from err
-
-    def autotune(self, iterations: int) -> None:
-        """Let the next ``iterations`` executions each try another kernel candidate;
-        cuTENSOR times them and keeps the fastest in the handle's plan cache."""
-        self.preference.incremental(iterations)
-        self._tuning = iterations
-        self.plan = Plan(self.handle, self.operation, self.preference, self._limit)
-
-    def executed(self) -> None:
-        """After an execution: while autotuning, plan the next candidate (at the end,
-        the cached fastest)."""
-        if self._tuning:
-            self._tuning -= 1
-            self.plan = Plan(self.handle, self.operation, self.preference, self._limit)
-
-
-def contract(
-    op: PlannedOperation,
-    scalars: tuple[int, int],
-    pointers: Sequence[int],
-    device: int,
-    stream: Any,
-) -> None:
-    """cutensorContract on ``stream``; ``pointers`` are (A, B, C, D)."""
-    workspace, size = op.workspace(device, stream)
-    a, b, c, d = pointers
-    call(
-        "cutensorContract",
-        ct.contract,
-        op.handle.ptr, op.plan.ptr, scalars[0], a, b, scalars[1], c, d, workspace, size, stream.ptr,
-    )
-    op.executed()
-
-
-def reduce(
-    op: PlannedOperation,
-    scalars: tuple[int, int],
-    pointers: Sequence[int],
-    device: int,
-    stream: Any,
-) -> None:
-    """cutensorReduce on ``stream``; ``pointers`` are (A, C, D)."""
-    workspace, size = op.workspace(device, stream)
-    a, c, d = pointers
-    call(
-        "cutensorReduce",
-        ct.reduce,
-        op.handle.ptr, op.plan.ptr, scalars[0], a, scalars[1], c, d, workspace, size, stream.ptr,
-    )
-
-
-def permute(op: PlannedOperation, alpha: int, a: int, b: int, stream: Any) -> None:
-    """cutensorPermute on ``stream``."""
-    call("cutensorPermute", ct.permute, op.handle.ptr, op.plan.ptr, alpha, a, b, stream.ptr)
-
-
-def elementwise(
-    op: PlannedOperation, scaled: Sequence[tuple[int, int]], d: int, stream: Any
-) -> None:
-    """cutensorElementwiseBinaryExecute / TrinaryExecute; ``scaled`` holds
-    (scalar pointer, tensor pointer) for A, (B,) and C."""
-    args = [x for pair in scaled for x in pair]
-    if len(scaled) == 2:
-        function, what = ct.elementwise_binary_execute, "cutensorElementwiseBinaryExecute"
-    else:
-        function, what = ct.elementwise_trinary_execute, "cutensorElementwiseTrinaryExecute"
-    call(what, function, op.handle.ptr, op.plan.ptr, *args, d, stream.ptr)
