@@ -1,4 +1,9 @@
-"""Shared fixtures: a seed per test from its node id, and the gpu marker's skip."""
+"""Shared fixtures: a seed per test from its node id, and the gpu marker's skip.
+
+Under the gpu_double emulation (tests/gpu_double; ``cupy.__gpu_double__``) the gpu
+tests run on a host test double of CuPy, cuBLAS and cuTENSOR, never on a GPU: the
+report header says so.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import zlib
 
 import numpy as np
 import pytest
+from helpers import GPU_EMULATED
 
 
 def _gpu_available() -> tuple[bool, str]:
@@ -23,6 +29,12 @@ def _gpu_available() -> tuple[bool, str]:
 
 
 GPU_AVAILABLE, GPU_REASON = _gpu_available()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if GPU_EMULATED:
+        return "gpu: EMULATED by tests/gpu_double (a test double; nothing here runs on a GPU)"
+    return "gpu: available" if GPU_AVAILABLE else f"gpu: none ({GPU_REASON})"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -9,6 +9,7 @@ compared with numpy.einsum's.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,6 +18,19 @@ import pytest
 
 import gpu_tc
 from gpu_tc import reference
+
+
+def _cupy_is_emulated() -> bool:
+    spec = importlib.util.find_spec("cupy")
+    return spec is not None and "gpu_double" in str(spec.origin)
+
+
+# Whether "cupy" is tests/gpu_double's emulation (a test double: never count it as a GPU).
+GPU_EMULATED = _cupy_is_emulated()
+# For gpu tests that inject faults only the emulation can (skipped on a real GPU).
+needs_emulation = pytest.mark.skipif(
+    not GPU_EMULATED, reason="injects faults through tests/gpu_double's emulated libraries"
+)
 
 BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("gpu", id="gpu", marks=pytest.mark.gpu)]
 
@@ -82,7 +96,7 @@ def assert_close(got: Any, expected: Any, dtype: Any, scale: Any = None) -> None
             ``|expected|`` with a floor of 1 on its largest element.
     """
     got = to_numpy(got)
-    expected = np.asarray(expected)
+    expected = to_numpy(expected)
     assert got.shape == expected.shape, f"shape {got.shape} != expected {expected.shape}"
     if scale is None:
         scale = np.abs(expected)

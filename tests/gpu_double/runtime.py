@@ -1,0 +1,219 @@
+"""Emulated CUDA runtime: two devices, streams, the current device, a memory pool.
+
+Mirrors the CuPy surface gpu_tc and its tests use (``cupy.cuda.Device``, ``Stream``,
+``get_current_stream``, ``runtime.*``, ``alloc``, the default memory pool and its
+limit). Work runs at once, in call order: streams are bookkeeping, not queues.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any
+
+DEVICE_COUNT = 2
+DEVICE_NAME = b"gpu_tc test double (emulated, not a GPU)"
+DEVICE_MEMORY = 16 * 2**30
+CUDA_VERSION = 13000  # what runtimeGetVersion / driverGetVersion report
+
+
+class CUDARuntimeError(RuntimeError):
+    """A CUDA runtime error, named as CuPy names them."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class OutOfMemoryError(MemoryError):
+    """CuPy's pool error: an allocation would pass the device's memory or the pool limit."""
+
+    def __init__(self, size: int, total: int, limit: int = 0) -> None:
+        self.size, self.total, self.limit = size, total, limit
+        super().__init__(
+            f"Out of memory allocating {size:,} bytes (allocated so far: {total:,} bytes, "
+            f"limit set to: {limit:,} bytes)."
+        )
+
+
+_local = threading.local()
+
+
+def _check_device(device: int) -> int:
+    if not isinstance(device, int) or not 0 <= device < DEVICE_COUNT:
+        raise CUDARuntimeError(101, "cudaErrorInvalidDevice: invalid device ordinal")
+    return device
+
+
+def current_device() -> int:
+    """The calling thread's current device."""
+    return getattr(_local, "device", 0)
+
+
+def set_current_device(device: int) -> None:
+    _local.device = _check_device(device)
+
+
+class Device:
+    """``cupy.cuda.Device``: a device id, and a context that makes it current."""
+
+    def __init__(self, device: Any = None) -> None:
+        self.id = current_device() if device is None else _check_device(int(device))
+        self._previous: list[int] = []
+
+    def __enter__(self) -> Device:
+        self._previous.append(current_device())
+        set_current_device(self.id)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        set_current_device(self._previous.pop())
+
+    def use(self) -> None:
+        set_current_device(self.id)
+
+    def synchronize(self) -> None:
+        """Nothing is queued: every call ran when it was made."""
+
+    @property
+    def compute_capability(self) -> str:
+        return "90"
+
+    def __int__(self) -> int:
+        return self.id
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Device) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def __repr__(self) -> str:
+        return f"<CUDA Device {self.id}>"
+
+
+_stream_ids = itertools.count(1)
+_live_streams: dict[int, int] = {}  # stream pointer -> device
+_streams_lock = threading.Lock()
+
+
+class Stream:
+    """``cupy.cuda.Stream``: made on the current device; ``with stream:`` makes it current."""
+
+    null: Stream
+
+    def __init__(self, null: bool = False, non_blocking: bool = False, ptds: bool = False) -> None:
+        self.device_id = current_device()
+        self.non_blocking = non_blocking
+        if null:
+            self.ptr = 0
+        else:
+            with _streams_lock:
+                self.ptr = 0x5_0000_0000 + 0x100 * next(_stream_ids)
+                _live_streams[self.ptr] = self.device_id
+        self._previous: list[Stream] = []
+
+    def __del__(self) -> None:
+        with _streams_lock:
+            _live_streams.pop(getattr(self, "ptr", 0), None)
+
+    def __enter__(self) -> Stream:
+        self._previous.append(get_current_stream())
+        self.use()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._previous.pop().use()
+
+    def use(self) -> Stream:
+        streams = getattr(_local, "streams", None)
+        if streams is None:
+            streams = _local.streams = {}
+        streams[self.device_id] = self
+        return self
+
+    def synchronize(self) -> None:
+        """Nothing is queued: every call ran when it was made."""
+
+    @property
+    def done(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"<Stream {self.ptr:#x} (device {self.device_id})>"
+
+
+Stream.null = Stream(null=True)
+
+
+def get_current_stream(device_id: int | None = None) -> Stream:
+    """The current stream of a device (the null stream unless one was entered)."""
+    device = current_device() if device_id is None else device_id
+    streams = getattr(_local, "streams", {})
+    stream = streams.get(device)
+    if stream is None:
+        stream = Stream.__new__(Stream)
+        stream.device_id, stream.ptr, stream.non_blocking, stream._previous = device, 0, False, []
+    return stream
+
+
+def stream_device(pointer: int) -> int | None:
+    """The device of a live stream pointer (None: not a stream); 0 is the null stream."""
+    if pointer == 0:
+        return current_device()
+    with _streams_lock:
+        return _live_streams.get(pointer)
+
+
+class MemoryPool:
+    """``cupy.get_default_memory_pool()``: per-device use and limit (``set_limit``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._used = [0] * DEVICE_COUNT
+        self._limit = [0] * DEVICE_COUNT  # 0: no limit but the device's memory
+
+    def reserve(self, size: int, device: int) -> None:
+        """Count ``size`` bytes as used on ``device``, or raise OutOfMemoryError."""
+        with self._lock:
+            limit = self._limit[device] or DEVICE_MEMORY
+            if self._used[device] + size > limit:
+                raise OutOfMemoryError(size, self._used[device], self._limit[device])
+            self._used[device] += size
+
+    def release(self, size: int, device: int) -> None:
+        with self._lock:
+            self._used[device] -= size
+
+    def set_limit(self, size: int | None = None, fraction: float | None = None) -> None:
+        if fraction is not None:
+            size = int(DEVICE_MEMORY * fraction)
+        self._limit[current_device()] = int(size or 0)
+
+    def get_limit(self) -> int:
+        return self._limit[current_device()]
+
+    def used_bytes(self) -> int:
+        return self._used[current_device()]
+
+    def total_bytes(self) -> int:
+        return self.used_bytes()
+
+    def free_bytes(self) -> int:
+        return 0
+
+    def free_all_blocks(self, stream: Any = None) -> None:
+        """Freed memory returns at once: there are no cached blocks."""
+
+    def n_free_blocks(self) -> int:
+        return 0
+
+
+MEMORY_POOL = MemoryPool()
+
+
+def device_properties(device: int) -> dict[str, Any]:
+    """``cupy.cuda.runtime.getDeviceProperties``: the keys gpu_tc reads."""
+    _check_device(device)
+    return {"name": DEVICE_NAME, "totalGlobalMem": DEVICE_MEMORY, "major": 9, "minor": 0,
+            "multiProcessorCount": 1}

@@ -1,0 +1,6 @@
+"""Shadow ``cupy.cuda`` of the gpu_double emulation (a test double, not a GPU)."""
+
+from gpu_double.array import MemoryPointer, alloc  # noqa: F401
+from gpu_double.runtime import Device, Stream, get_current_stream  # noqa: F401
+
+from . import device, memory, runtime, stream  # noqa: F401

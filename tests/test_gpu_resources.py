@@ -1,0 +1,129 @@
+"""GPU plans and their resources: workspace limits and out-of-memory, object lifetimes,
+and the forms cuTENSOR is given (marker ``gpu``; on CI these run on the gpu_double
+emulation, see tests/test_gpu_emulated.py)."""
+
+from __future__ import annotations
+
+import gc
+import importlib
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import GPU_EMULATED, assert_close, random_array
+
+import gpu_tc
+from gpu_tc.backend import backend_named
+from gpu_tc.errors import WorkspaceError
+from gpu_tc.options import Options
+from gpu_tc.problem import ContractionProblem, contiguous_spec
+
+pytestmark = pytest.mark.gpu
+
+PROBLEM = ContractionProblem(
+    contiguous_spec("abc", (8, 6, 5), "d"),
+    contiguous_spec("cbd", (5, 6, 7), "d"),
+    contiguous_spec("ad", (8, 7), "d"),
+)
+
+
+@pytest.fixture
+def cp() -> Any:
+    return importlib.import_module("cupy")
+
+
+def cutensor_plan(**options: Any) -> Any:
+    """A cuTENSOR contraction plan of PROBLEM, built directly (not shared by the cache)."""
+    return backend_named("gpu").contraction_plan(PROBLEM, Options(allow_cublas=False, **options))
+
+
+def operands(cp: Any, rng: np.random.Generator) -> tuple[list[np.ndarray], list[Any]]:
+    host = [random_array(rng, (8, 6, 5), "d"), random_array(rng, (5, 6, 7), "d")]
+    return host, [cp.asarray(x) for x in host]
+
+
+def test_workspace_out_of_memory_plans_again_with_the_minimum(cp, rng):
+    plan = cutensor_plan()
+    (variant,) = plan._variants.all()
+    recommended, minimum = variant.plan.workspace_size, variant.minimum_workspace
+    if recommended <= minimum:
+        pytest.skip(f"this cuTENSOR recommends no more than the minimum ({minimum} bytes)")
+    host, (a, b) = operands(cp, rng)
+    d = cp.empty((8, 7))
+    pool = cp.get_default_memory_pool()
+    pool.free_all_blocks()
+    previous = pool.get_limit()
+    stream = cp.cuda.Stream()  # no workspace buffer on it yet: the plan must allocate one
+    pool.set_limit(size=pool.total_bytes() + minimum + (recommended - minimum) // 2)
+    try:
+        with stream:
+            plan.execute(a, b, d)
+        stream.synchronize()
+    finally:
+        pool.set_limit(size=previous)
+    assert_close(d, np.einsum("abc,cbd->ad", *host), "d")
+    assert (f"workspace of {recommended} bytes hit out-of-memory: planned again with the "
+            f"minimum of {minimum} bytes") in plan.reason
+
+
+def test_a_workspace_limit_below_the_minimum_is_a_workspace_error():
+    minimum = cutensor_plan()._variants.all()[0].minimum_workspace
+    if minimum == 0:
+        pytest.skip("this cuTENSOR needs no workspace for the contraction")
+    with pytest.raises(WorkspaceError, match=f"needs at least {minimum} bytes of workspace"):
+        cutensor_plan(workspace_limit=minimum - 1)
+
+
+def test_a_workspace_limit_caps_the_workspace(cp, rng):
+    (variant,) = cutensor_plan()._variants.all()
+    limit = (variant.plan.workspace_size + variant.minimum_workspace) // 2
+    if variant.plan.workspace_size <= variant.minimum_workspace:
+        pytest.skip("this cuTENSOR recommends no more than the minimum")
+    plan = cutensor_plan(workspace_limit=limit)
+    assert plan._variants.all()[0].plan.workspace_size <= limit
+    assert f"workspace capped at workspace_limit={limit} bytes" in plan.reason
+    host, (a, b) = operands(cp, rng)
+    d = cp.empty((8, 7))
+    plan.execute(a, b, d)
+    assert_close(d, np.einsum("abc,cbd->ad", *host), "d")
+
+
+def test_dropping_a_plan_destroys_its_cutensor_objects(cp, rng):
+    plan = cutensor_plan()
+    _, (a, b) = operands(cp, rng)
+    plan.execute(a, b, cp.empty((8, 7)))
+    (variant,) = plan._variants.all()
+    owners = [variant.plan, variant.preference, variant.operation, *variant.operation._keep]
+    finalizers = [owner._finalizer for owner in owners]
+    before = _live_objects() if GPU_EMULATED else None
+    assert all(f.alive for f in finalizers)
+    del plan, variant, owners
+    gc.collect()
+    assert not any(f.alive for f in finalizers)
+    if GPU_EMULATED:  # the double also counts the destroy calls
+        after = _live_objects()
+        for kind in ("plan", "plan preference", "operation descriptor", "tensor descriptor"):
+            assert after[kind] < before[kind], kind
+
+
+def _live_objects() -> Any:
+    return importlib.import_module("gpu_double.cutensor_objects").live_objects()
+
+
+@pytest.mark.parametrize(
+    "subscripts, shapes, note",
+    [
+        ("i,j->ij", [(4,), (5,)], "an extent-1 contracted mode added"),
+        ("bi,bj->bij", [(3, 4), (3, 5)], "an extent-1 contracted mode added"),
+        ("ij,ij->", [(4, 5), (4, 5)], "an extent-1 mode added to every tensor"),
+        ("ab,bc->ac", [(1, 6), (6, 1)], "an extent-1 mode added to every tensor"),
+    ],
+)
+def test_shapes_cutensor_leaves_open_are_given_documented_forms(cp, rng, subscripts, shapes,
+                                                                note):
+    host = [random_array(rng, s, "d") for s in shapes]
+    options = Options(allow_cublas=False)
+    plan = gpu_tc.prepare(subscripts, *(cp.asarray(x) for x in host), options=options)
+    assert note in plan.reason
+    got = plan.execute(*(cp.asarray(x) for x in host))
+    assert_close(got, np.einsum(subscripts, *host), "d")
