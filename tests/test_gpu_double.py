@@ -297,6 +297,22 @@ def test_a_plan_runs_on_its_device_and_a_live_stream(lib, gemm):
                     d.data.ptr, d.data.ptr, work.data.ptr, work.nbytes, 12345)
 
 
+def test_strict_mode_demands_cupy_s_current_stream(lib, gemm, monkeypatch):
+    *_, a, b, d = gemm
+    plan = lib.plan(lib.contraction(a, b, d))
+    stream = runtime.Stream()
+    one, zero = scalar(1.0), scalar(0.0)
+    work = empty((1 << 22,), np.uint8)
+    args = (lib.handle, plan, one.ctypes.data, a.data.ptr, b.data.ptr, zero.ctypes.data,
+            d.data.ptr, d.data.ptr, work.data.ptr, work.nbytes, stream.ptr)
+    ct.contract(*args)  # default mode: any live stream of the device
+    monkeypatch.setattr(objects, "STRICT", True)
+    with pytest.raises(UndefinedBehaviour, match="current stream is 0x0"):
+        ct.contract(*args)
+    with stream:
+        ct.contract(*args)
+
+
 def test_a_descriptor_past_the_allocation_is_an_illegal_address(lib):
     a, b, d = zeros((4, 5)), zeros((5, 3)), zeros((5, 3))
     plan = lib.plan(lib.contraction(zeros((5, 5)), b, d))

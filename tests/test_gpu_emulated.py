@@ -58,6 +58,14 @@ def test_gpu_suite_passes_on_the_emulated_device(strict, tmp_path):
     assert passed >= MIN_PASSED, f"only {passed} gpu tests passed; skipped: {skips}"
 
 
+def test_the_emulated_process_never_sees_a_real_cupy():
+    result = _run("import cupy, nvmath.bindings.cutensor as c, cupy_backends.cuda.libs.cublas "
+                  "as b; print(cupy.__file__, c.__file__, b.__file__)")
+    assert result.returncode == 0, result.stderr
+    files = result.stdout.split()
+    assert len(files) == 3 and all(str(launch.SITE) in f for f in files), files
+
+
 def _run(script: str, **faults: list[str]) -> subprocess.CompletedProcess[str]:
     """Run ``script`` in an emulated process with the given faults injected."""
     return subprocess.run(

@@ -45,6 +45,11 @@ class _Call:
         if runtime.stream_device(stream) != self.device:
             raise fail(Status.CUDA_ERROR, f"stream {stream:#x} is not a live stream of device "
                                           f"{self.device}")
+        current = runtime.get_current_stream().ptr
+        if objects.STRICT and stream != current:
+            # Work off CuPy's current stream races with the caller's (nothing here waits).
+            raise UndefinedBehaviour(f"{self.operation.kind} on stream {stream:#x}, but CuPy's "
+                                     f"current stream is {current:#x} (strict)")
         self.reads: dict[str, memory.Region] = {}
 
     def scalar(self, pointer: int) -> Any:

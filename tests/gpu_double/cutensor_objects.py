@@ -4,8 +4,9 @@ Every object lives in one registry under a fake address; a destroyed, unknown or
 wrong-kind address is INVALID_VALUE (a real library would crash or corrupt memory).
 
 Switches, read from the environment at import:
-- ``GPU_DOUBLE_STRICT=1``: accept only what ``cutensor.h`` documents, and demand that
-  C's descriptor *is* D's (``descC == descD``) where the header says "identical".
+- ``GPU_DOUBLE_STRICT=1``: accept only what ``cutensor.h`` documents, demand that C's
+  descriptor *is* D's (``descC == descD``) where the header says "identical", and that
+  work runs on CuPy's current stream (gpu_tc's contract: off it, work races).
 - ``GPU_DOUBLE_MISSING=cutensor``: libcutensor cannot be loaded (as nvmath reports it).
 - ``GPU_DOUBLE_REFUSE=permutation:OP_EXP,...``: NOT_SUPPORTED for that operator in that
   kind of operation, standing in for the real support matrix this double cannot know.
