@@ -32,6 +32,7 @@ from .problem import (
     contiguous_spec,
     label_extents,
 )
+from .strides import elements_overlap
 
 COMPUTE_DTYPES = "fdFD"  # float32, float64, complex64, complex128
 _CASTABLE_KINDS = "biufc"
@@ -363,13 +364,22 @@ def _cast_layout(layout: OperandLayout, dtype: str) -> OperandLayout:
 
 
 def _out_key(out: Any, backend: Backend, context: str) -> Any:
-    """``out``'s part of a plan key; an ``out`` of the wrong array type is refused here."""
+    """``out``'s part of a plan key; an ``out`` of the wrong array type, read-only, or
+    with elements sharing memory is refused here."""
     if out is None:
         return None
     if not isinstance(out, backend.array_type):
         raise OutputError(
             f"out is a {_type_name(out)} but the operands need a "
             f"{_type_name(backend.array_type)} in {context}"
+        )
+    if not getattr(out.flags, "writeable", True):  # CuPy arrays have no such flag
+        raise OutputError(f"out is read-only in {context}")
+    itemsize = out.itemsize
+    if elements_overlap(tuple(out.shape), tuple(s // itemsize for s in out.strides)):
+        raise OutputError(
+            f"out has elements that share memory (shape {tuple(out.shape)}, strides "
+            f"{tuple(out.strides)} bytes) in {context}: writing it would race"
         )
     return (out.shape, out.strides, out.dtype)
 
@@ -466,8 +476,6 @@ def _run(
         result = allocate(backend, output)
         plan.execute(operands, result, scalars, c)
         return backend.finish(result)
-    if not getattr(out.flags, "writeable", True):  # CuPy arrays have no such flag
-        raise OutputError(f"out is read-only in {plan.context}")
     if c is not None and c is not out and backend.overlaps(out, c):
         c = c.copy()
     aside = output.strides != backend.layout(out).strides or any(

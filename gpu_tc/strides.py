@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
 
 from .problem import TensorSpec
 
@@ -36,6 +39,30 @@ def merge(spec: TensorSpec, order: Sequence[str]) -> Merged | None:
             return None
         extent *= e
     return Merged(extent, stride)
+
+
+@lru_cache(maxsize=1024)
+def elements_overlap(extents: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether two elements of a layout share an address (a stride-0 axis, or strides
+    that interleave): writing such a tensor races, and cuTENSOR takes none.
+
+    Axes sorted by |stride| that each step over the whole span of the smaller ones never
+    overlap (every slice of an array does); other layouts are checked element by element.
+    """
+    axes = sorted((abs(s), e) for e, s in zip(extents, strides) if e > 1)
+    if 0 in extents or not axes:
+        return False
+    span = 0
+    for stride, extent in axes:
+        if stride <= span:
+            break
+        span += stride * (extent - 1)
+    else:
+        return False
+    offsets = np.zeros(1, dtype=np.int64)
+    for stride, extent in axes:
+        offsets = (offsets[:, None] + stride * np.arange(extent, dtype=np.int64)).ravel()
+    return bool(np.unique(offsets).size != offsets.size)
 
 
 def order_by_stride(spec: TensorSpec, labels: str) -> str:

@@ -161,6 +161,14 @@ def test_orient_stages_zero_strides():
     assert not d.staged
 
 
+def test_orient_stages_a_tensor_whose_elements_overlap():
+    window = spec("ij", (7, 4), (1, 1))  # a sliding window: element (i, j) at i + j
+    gapped = spec("ij", (3, 4), (2, 5))  # interleaved but never the same address twice
+    overlapping, fine = orient((window, spec("ij", (7, 4), (4, 1))))
+    assert overlapping.staged and not fine.staged
+    assert not orient((gapped, spec("ij", (3, 4), (4, 1))))[0].staged
+
+
 def test_orient_refuses_zero_extents():
     with pytest.raises(AssertionError, match="internal error"):
         orient([c_order("ab", (0, 4))])
@@ -188,7 +196,7 @@ def test_staging_note_names_the_staged_tensors():
     staged = DescriptorSpec((0,), (4,), (1,), 1, 0, (), True)
     assert specs.staging_note("AB", [plain, plain]) == ""
     assert specs.staging_note("AB", [plain, staged]) == (
-        "; B staged through a C-ordered copy (negative or zero strides)"
+        "; B staged through a C-ordered copy (negative or zero strides, or overlapping elements)"
     )
 
 

@@ -306,6 +306,17 @@ CASES = [
         r"'ij,jk->ik'",
     ),
     case(
+        "out-elements-overlap",
+        lambda: gpu_tc.einsum(
+            "ij,jk->ik", A, B,
+            out=np.lib.stride_tricks.as_strided(np.zeros(8), (2, 4), (8, 8)),
+        ),
+        gpu_tc.OutputError,
+        ValueError,
+        r"out has elements that share memory",
+        r"'ij,jk->ik'",
+    ),
+    case(
         "out-is-a-list",
         lambda: gpu_tc.einsum("ij,jk->ik", A, B, out=[[0.0] * 4] * 2),
         gpu_tc.OutputError,
@@ -665,6 +676,15 @@ def test_plan_execute_errors(rng):
     with pytest.raises(gpu_tc.PlanStateError, match=r"'ij,jk->ik' was freed") as info:
         plan.execute(a, a)
     assert isinstance(info.value, RuntimeError)
+
+
+@pytest.mark.gpu
+def test_a_broadcast_cupy_out_is_refused():
+    import cupy
+
+    out = cupy.broadcast_to(cupy.zeros(4), (2, 4))  # writable on CuPy: writing it races
+    with pytest.raises(gpu_tc.OutputError, match=r"share memory.*'ij,jk->ik'"):
+        gpu_tc.einsum("ij,jk->ik", cupy.ones((2, 3)), cupy.ones((3, 4)), out=out)
 
 
 @pytest.mark.gpu

@@ -113,6 +113,23 @@ def test_overlap_is_exact_for_interleaved_views():
     assert memory.self_overlap(memory.Region(x.data.ptr, 8, (3, 3), (1, 1)))
 
 
+def test_fresh_memory_reads_as_nan():
+    assert np.isnan(empty((3,)).get()).all()
+    assert np.isnan(empty((2,), "F").get().real).all()
+
+
+def test_flags_and_streams_are_cupy_s():
+    x = empty((2, 3))
+    assert (x.flags.c_contiguous, x.flags.f_contiguous) == (True, False)
+    assert not hasattr(x.flags, "writeable")
+    assert runtime.get_current_stream() is runtime.Stream.null
+    stream = runtime.Stream()
+    with stream:
+        assert runtime.get_current_stream() == stream
+    with runtime.Device(1), pytest.raises(RuntimeError, match="stream is on device 0"):
+        stream.use()
+
+
 def test_arrays_never_convert_to_numpy_implicitly():
     with pytest.raises(TypeError, match="Implicit conversion to a NumPy array"):
         np.asarray(zeros(3))
@@ -295,6 +312,43 @@ def test_a_plan_runs_on_its_device_and_a_live_stream(lib, gemm):
     with pytest.raises(ct.cuTENSORError, match="not a live stream") as info:
         ct.contract(lib.handle, plan, s_one.ctypes.data, a.data.ptr, b.data.ptr, s_one.ctypes.data,
                     d.data.ptr, d.data.ptr, work.data.ptr, work.nbytes, 12345)
+
+
+def test_strides_that_address_an_element_twice_are_undefined(lib, rng):
+    x = asarray(rng.standard_normal(10))
+    window = as_strided(x, (7, 4), (8, 8))  # a sliding window: element (i, j) at i + j
+    b, d = zeros((4, 3)), zeros((7, 3))
+    plan = lib.plan(lib.contraction(window, b, d))
+    with pytest.raises(UndefinedBehaviour, match="A's strides address one element twice"):
+        lib.contract(plan, window, b, d)
+
+
+def test_the_workspace_must_not_overlap_the_output(lib, gemm):
+    *_, a, b, d = gemm
+    plan = lib.plan(lib.contraction(a, b, d))
+    big = empty((1 << 20,))
+    out = big[:12].reshape(4, 3)
+    with pytest.raises(UndefinedBehaviour, match="the workspace overlaps D"):
+        lib.contract(plan, a, b, out, workspace=big.view(np.uint8), size=big.nbytes)
+
+
+def test_zero_scaled_inputs_are_checked_and_in_strict_mode_read(lib, rng, monkeypatch):
+    c, d = asarray(rng.standard_normal((3, 4))), zeros((3, 4))
+    a = empty((3, 4))  # never written: NaN
+    ta, td = lib.tensor(a), lib.tensor(d)
+    plan = lib.plan(ct.create_elementwise_binary(lib.handle, ta, (0, 1), IDENTITY, td, (0, 1),
+                                                 IDENTITY, td, (0, 1), ADD,
+                                                 ct.ComputeDesc.COMPUTE_64F()))
+    zero, one = scalar(0.0), scalar(1.0)
+    run = lambda pa: ct.elementwise_binary_execute(  # noqa: E731
+        lib.handle, plan, zero.ctypes.data, pa, one.ctypes.data, c.data.ptr, d.data.ptr, 0)
+    with pytest.raises(memory.IllegalAddress):
+        run(empty((2,)).data.ptr)  # too small for A, though A's scalar is 0
+    run(a.data.ptr)
+    np.testing.assert_allclose(d.get(), c.get())
+    monkeypatch.setattr(objects, "STRICT", True)
+    run(a.data.ptr)
+    assert np.isnan(d.get()).all()  # strict: A is read, 0 * NaN
 
 
 def test_strict_mode_demands_cupy_s_current_stream(lib, gemm, monkeypatch):

@@ -127,3 +127,38 @@ def test_shapes_cutensor_leaves_open_are_given_documented_forms(cp, rng, subscri
     assert note in plan.reason
     got = plan.execute(*(cp.asarray(x) for x in host))
     assert_close(got, np.einsum(subscripts, *host), "d")
+
+
+def test_a_held_elementwise_plan_reads_each_call_s_scalars(cp, rng):
+    """More distinct scalars than a plan keeps copies of: each call's must stay alive
+    until cuTENSOR has read them (they are host memory read by pointer)."""
+    a, c = random_array(rng, (4, 5), "d"), random_array(rng, (4, 5), "d")
+    da, dc = cp.asarray(a), cp.asarray(c)
+    for step in range(40):
+        alpha, gamma = 100.0 + step, -7.0 - step
+        got = gpu_tc.elementwise_binary("ij,ij->ij", da, dc, alpha=alpha, gamma=gamma)
+        assert_close(got, alpha * a + gamma * c, "d")
+
+
+def test_autotune_plans_on_the_plan_s_device(cp, rng):
+    if cp.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two GPUs")
+    host = [random_array(rng, (8, 6, 5), "d"), random_array(rng, (5, 6, 7), "d")]
+    with cp.cuda.Device(1):
+        device = [cp.asarray(x) for x in host]
+        plan = gpu_tc.prepare("abc,cbd->ad", *device, options=Options(allow_cublas=False))
+    assert plan.autotune(2) == 1  # called from device 0
+    with cp.cuda.Device(1):
+        for _ in range(3):
+            assert_close(plan.execute(*device), np.einsum("abc,cbd->ad", *host), "d")
+
+
+def test_an_operand_whose_elements_overlap_is_staged(cp, rng):
+    base = random_array(rng, (10,), "d")
+    window = np.lib.stride_tricks.as_strided(base, (7, 4), (8, 8))  # element (i, j) = i + j
+    b = random_array(rng, (4, 3), "d")
+    device_window = cp.lib.stride_tricks.as_strided(cp.asarray(base), (7, 4), (8, 8))
+    plan = gpu_tc.prepare("ij,jk->ik", device_window, cp.asarray(b),
+                          options=Options(allow_cublas=False))
+    assert "A staged through a C-ordered copy" in plan.reason
+    assert_close(plan.execute(device_window, cp.asarray(b)), window @ b, "d")

@@ -152,12 +152,14 @@ class CutensorElementwisePlan:
         scalars = variant.main.scalars
         one = scalars(1)
         order = self._roles.order
-        if variant.stage is not None:  # D = gamma op_c(C) + 0 D (D not read: scalar 0)
-            scale, zero = scalars(gamma), scalars(0)
-            staged = [(scale[1], pointers[2]), (zero[1], pd)]
+        if variant.stage is not None:  # D = gamma op_c(C) + 1 * 0
+            target.fill(0)
+            scale = scalars(gamma)
+            staged = [(scale[1], pointers[2]), (one[1], pd)]
             planned.elementwise(variant.stage, staged, pd, stream)
             order = order[:-1]
-        pairs = [(scalars(values[k])[1], pointers[k]) for k in order]
+        held = [scalars(values[k]) for k in order]  # host scalars must outlive the call
+        pairs = [(scalar[1], pointers[k]) for scalar, k in zip(held, order)]
         if variant.stage is not None:
             pairs.append((one[1], pd))
         planned.elementwise(variant.main, pairs, pd, stream)

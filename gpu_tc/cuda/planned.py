@@ -21,32 +21,55 @@ from .cutensor import Handle, OperationDescriptor, Plan, PlanPreference, call
 from .operands import HostScalars
 from .specs import choose_workspace, fallback_note
 
+# The handles of CuPy's default streams: the null stream, cudaStreamLegacy and
+# cudaStreamPerThread (a stream of each host thread's own behind one handle).
+BUILTIN_STREAMS = (0, 1, 2)
+PER_THREAD_STREAM = 2
+
 
 class Workspaces:
     """One workspace buffer per device and stream, from CuPy's memory pool, grown on
-    demand; work on one stream is ordered, so its buffer is reused safely."""
+    demand; work on one stream is ordered, so its buffer is reused safely.
+
+    A user's stream keeps its buffer while the stream lives, the null stream for good,
+    and the per-thread default stream (one handle, a stream per thread) per thread
+    while the thread lives. Callers hold the returned memory until their call is
+    enqueued, so a buffer that another thread replaces does not go back to the pool
+    under them.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._buffers: dict[int, weakref.WeakKeyDictionary[Any, tuple[Any, int]]] = {}
+        self._streams: dict[int, weakref.WeakKeyDictionary[Any, tuple[Any, int]]] = {}
+        self._builtin: dict[tuple[int, int], tuple[Any, int]] = {}
+        self._per_thread = threading.local()
 
-    def pointer(self, device: int, stream: Any, size: int) -> int:
-        """A device pointer to at least ``size`` bytes for work on ``stream``.
+    def memory(self, device: int, stream: Any, size: int) -> Any:
+        """CuPy memory of at least ``size`` bytes for work on ``stream`` (None for 0).
 
         Raises:
             cupy.cuda.memory.OutOfMemoryError: the pool cannot grow the buffer.
         """
         if size == 0:
-            return 0
+            return None
         with self._lock:
-            per_stream = self._buffers.setdefault(device, weakref.WeakKeyDictionary())
-            held = per_stream.get(stream)
+            table: Any
+            if stream.ptr == PER_THREAD_STREAM:
+                if not hasattr(self._per_thread, "buffers"):
+                    self._per_thread.buffers = {}
+                table, key = self._per_thread.buffers, device
+            elif stream.ptr in BUILTIN_STREAMS:
+                table, key = self._builtin, (device, stream.ptr)
+            else:
+                table = self._streams.setdefault(device, weakref.WeakKeyDictionary())
+                key = stream
+            held = table.get(key)
             if held is not None and held[1] >= size:
-                return int(held[0].ptr)
-            per_stream.pop(stream, None)  # back to the pool before growing
+                return held[0]
+            table.pop(key, None)  # back to the pool, once its holders let go, then grow
             memory = cupy.cuda.alloc(size)
-            per_stream[stream] = (memory, size)
-            return int(memory.ptr)
+            table[key] = (memory, size)
+            return memory
 
 
 WORKSPACES = Workspaces()
@@ -98,16 +121,17 @@ class PlannedOperation:
             )
         )
 
-    def workspace(self, device: int, stream: Any) -> tuple[int, int]:
-        """(pointer, size) of the plan's workspace; on out-of-memory, plan again with
-        the minimum workspace and record it in ``note``.
+    def workspace(self, device: int, stream: Any) -> tuple[Any, int, int]:
+        """(memory to hold until the call is enqueued, pointer, size) of the plan's
+        workspace; on out-of-memory, plan again with the minimum workspace and record
+        it in ``note``.
 
         Raises:
             WorkspaceError: not even the minimum workspace can be allocated.
         """
         size = self.plan.workspace_size
         try:
-            return WORKSPACES.pointer(device, stream, size), size
+            return _held(WORKSPACES.memory(device, stream, size), size)
         except cupy.cuda.memory.OutOfMemoryError as err:
             if size <= self._minimum:
                 raise WorkspaceError(
@@ -118,7 +142,7 @@ class PlannedOperation:
         self.note = fallback_note(size, self._minimum)
         minimum = self.plan.workspace_size
         try:
-            return WORKSPACES.pointer(device, stream, minimum), minimum
+            return _held(WORKSPACES.memory(device, stream, minimum), minimum)
         except cupy.cuda.memory.OutOfMemoryError as err:
             raise WorkspaceError(
                 f"{self._context}: out of memory for its minimum workspace of {minimum} bytes"
@@ -128,8 +152,8 @@ class PlannedOperation:
         """Let the next ``iterations`` executions each try another kernel candidate;
         cuTENSOR times them and keeps the fastest in the handle's plan cache."""
         self.preference.incremental(iterations)
-        self._tuning = iterations
         self.plan = Plan(self.handle, self.operation, self.preference, self._limit)
+        self._tuning = iterations
 
     def executed(self) -> None:
         """After an execution: while autotuning, plan the next candidate (at the end,
@@ -137,6 +161,10 @@ class PlannedOperation:
         if self._tuning:
             self._tuning -= 1
             self.plan = Plan(self.handle, self.operation, self.preference, self._limit)
+
+
+def _held(memory: Any, size: int) -> tuple[Any, int, int]:
+    return memory, 0 if memory is None else int(memory.ptr), size
 
 
 def contract(
@@ -147,7 +175,7 @@ def contract(
     stream: Any,
 ) -> None:
     """cutensorContract on ``stream``; ``pointers`` are (A, B, C, D)."""
-    workspace, size = op.workspace(device, stream)
+    held, workspace, size = op.workspace(device, stream)  # held until enqueued
     a, b, c, d = pointers
     call(
         "cutensorContract",
@@ -165,7 +193,7 @@ def reduce(
     stream: Any,
 ) -> None:
     """cutensorReduce on ``stream``; ``pointers`` are (A, C, D)."""
-    workspace, size = op.workspace(device, stream)
+    held, workspace, size = op.workspace(device, stream)  # held until enqueued
     a, c, d = pointers
     call(
         "cutensorReduce",

@@ -126,8 +126,9 @@ class CutensorContractionPlan:
                 f"autotune iterations must be a positive int, got {iterations!r} for the "
                 f"{self.context}"
             )
-        for variant in self._variants.all():
-            variant.autotune(iterations)
+        with cupy.cuda.Device(self.device):  # cuTENSOR plans for the active device
+            for variant in self._variants.all():
+                variant.autotune(iterations)
 
     def execute(
         self, a: Any, b: Any, d: Any, alpha: complex = 1, beta: complex = 0, c: Any = None
@@ -197,12 +198,12 @@ class CutensorPermutationPlan:
             op = OperationDescriptor.elementwise(
                 handle, [(ta, int(p.op_a)), (tb, IDENTITY)], tb, [int(BinaryOp.ADD)], p.b.dtype
             )
-            planned = PlannedOperation(handle, op, None, self.context, uses_workspace=False)
+            operation = PlannedOperation(handle, op, None, self.context, uses_workspace=False)
         except BackendError as err:
             self._refused(err)
             raise
-        planned.lowered = True
-        return planned
+        operation.lowered = True
+        return operation
 
     def execute(self, a: Any, b: Any, alpha: complex = 1) -> None:
         """Write alpha * op(a), permuted, into ``b``."""
@@ -214,7 +215,8 @@ class CutensorPermutationPlan:
         variant = self._variants((pointer_alignment(pa), pointer_alignment(pb)))
         scalar = variant.scalars(alpha)
         stream = cupy.cuda.get_current_stream()
-        if variant.lowered:
+        if variant.lowered:  # B = alpha op(A) + 0 * B, B zeroed should C be read anyway
+            target.fill(0)
             zero = variant.scalars(0)
             planned.elementwise(variant, [(scalar[1], pa), (zero[1], pb)], pb, stream)
         else:

@@ -4,10 +4,11 @@ Everything the GPU backend decides before it calls a library lives here, so it i
 unit-tested on the CPU: nothing in this module imports CuPy or nvmath.
 
 cuTENSOR wants positive strides and extents (a stride of zero is written by leaving
-the mode out). :func:`orient` maps the core's tensor specs onto that: labels of extent
-1 are dropped everywhere, a label whose strides are negative is reversed in every
-tensor holding it (a base-pointer offset, no copy), and a tensor that still has a
-non-positive stride is staged through a C-ordered buffer.
+the mode out) that never address one element twice. :func:`orient` maps the core's
+tensor specs onto that: labels of extent 1 are dropped everywhere, a label whose
+strides are negative is reversed in every tensor holding it (a base-pointer offset, no
+copy), and a tensor that still has a non-positive stride, or whose elements overlap (a
+broadcast or sliding-window view), is staged through a C-ordered buffer.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from gpu_tc.errors import WorkspaceError
 from gpu_tc.problem import ElementwiseProblem, TensorSpec
+from gpu_tc.strides import elements_overlap
 
 # cudaDataType_t values (library_types.h): CUDA_R_32F, CUDA_R_64F, CUDA_C_32F, CUDA_C_64F.
 DATA_TYPES: dict[str, int] = {"f": 0, "d": 1, "F": 4, "D": 5}
@@ -95,12 +97,13 @@ def orient(tensors: Sequence[TensorSpec]) -> tuple[DescriptorSpec, ...]:
     """Descriptor specs of the tensors of one operation (no extent may be 0).
 
     A label whose strides are negative in more elements than they are positive is
-    reversed everywhere; the tensors left with a negative or zero stride are staged.
+    reversed everywhere; the tensors left with a negative or zero stride, and those
+    whose elements overlap, are staged.
     """
     if any(0 in t.extents for t in tensors):
         raise AssertionError("internal error: a zero-size tensor reached a descriptor")
     modes = mode_map(*(t.labels for t in tensors))
-    staged = [any(e > 1 and s == 0 for e, s in zip(t.extents, t.strides)) for t in tensors]
+    staged = [elements_overlap(t.extents, t.strides) for t in tensors]
     flipped: set[str] = set()
     for label in modes:
         holders = [
@@ -189,7 +192,8 @@ def staging_note(names: str, descriptors: Sequence[DescriptorSpec]) -> str:
     staged = [name for name, d in zip(names, descriptors) if d.staged]
     if not staged:
         return ""
-    return f"; {', '.join(staged)} staged through a C-ordered copy (negative or zero strides)"
+    return (f"; {', '.join(staged)} staged through a C-ordered copy (negative or zero "
+            "strides, or overlapping elements)")
 
 
 @dataclass(frozen=True)

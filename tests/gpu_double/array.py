@@ -18,6 +18,18 @@ import numpy as np
 from . import memory, runtime
 
 
+class Flags:
+    """``cupy._core.flags.Flags``."""
+
+    __slots__ = ("c_contiguous", "f_contiguous", "owndata")
+
+    def __init__(self, c_contiguous: bool, f_contiguous: bool, owndata: bool) -> None:
+        self.c_contiguous, self.f_contiguous, self.owndata = c_contiguous, f_contiguous, owndata
+
+    def __getitem__(self, name: str) -> bool:
+        return bool(getattr(self, name.lower()))
+
+
 class MemoryPointer:
     """``cupy.cuda.MemoryPointer``: an address inside one allocation."""
 
@@ -109,7 +121,12 @@ class ndarray:  # noqa: N801 - CuPy's name
     size = property(lambda self: self._a.size)
     itemsize = property(lambda self: self._a.itemsize)
     nbytes = property(lambda self: self._a.nbytes)
-    flags = property(lambda self: self._a.flags)
+
+    @property
+    def flags(self) -> Flags:
+        """CuPy's flags: contiguity and ownership only (CuPy views are all writable)."""
+        flags = self._a.flags
+        return Flags(flags.c_contiguous, flags.f_contiguous, self._a.base is None)
 
     @property
     def data(self) -> MemoryPointer:

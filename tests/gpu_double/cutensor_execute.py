@@ -4,13 +4,16 @@ Before computing, each call checks: the plan's kind, the active device (ARCH_MIS
 the stream, every pointer's alignment against its descriptor (INVALID_VALUE), that
 every element lies in a live allocation of the device (:class:`memory.IllegalAddress`),
 the workspace (size, 256-byte alignment, bounds), and that no input overlaps the
-elements written to D unless C is D (:class:`UndefinedBehaviour`). Scalars are read from
-host memory as the operation's scalar type; a tensor whose scalar is zero is not read.
+elements written to D unless C is D, and no tensor whose strides address an element
+twice (:class:`UndefinedBehaviour`). Scalars are read from host memory as the
+operation's scalar type. C is not read when beta is 0 (BLAS's convention); an
+element-wise input whose scalar is 0 is not read either, except in strict mode, which
+holds to cutensor.h's "may be read even if the value of the corresponding scalar is
+zero" (fresh emulated memory reads as NaN, so relying on it shows).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -29,7 +32,7 @@ class UndefinedBehaviour(RuntimeError):
 
 
 class _Call:
-    """One execute call: its plan, device, and the regions it read and wrote."""
+    """One execute call: its plan, device, the regions it reads and the one it writes."""
 
     def __init__(self, handle: int, plan: int, kinds: tuple[str, ...], stream: int) -> None:
         objects.get(handle, "handle", "handle")
@@ -51,47 +54,44 @@ class _Call:
             raise UndefinedBehaviour(f"{self.operation.kind} on stream {stream:#x}, but CuPy's "
                                      f"current stream is {current:#x} (strict)")
         self.reads: dict[str, memory.Region] = {}
+        self.written: tuple[str, memory.Region, np.ndarray] | None = None
 
     def scalar(self, pointer: int) -> Any:
         return memory.read_host(pointer, DTYPES[self.operation.scalar_type])[0]
 
-    def region(self, role: str, pointer: int) -> memory.Region:
+    def _region(self, role: str, pointer: int) -> tuple[memory.Region, np.ndarray]:
+        """The checked region of ``role``'s tensor at ``pointer``, and a view of it."""
         tensor = self.operation.terms[role].tensor
         if pointer % tensor.alignment:
             raise fail(Status.INVALID_VALUE, f"{role} at {pointer:#x} is not aligned to the "
                                              f"{tensor.alignment} bytes its descriptor states")
-        return tensor.region(pointer, DTYPES[tensor.data_type].itemsize)
-
-    def read(self, role: str, pointer: int) -> np.ndarray:
-        """op(X) of an input, arranged in D's modes (broadcast where X lacks one)."""
-        term = self.operation.terms[role]
-        region = self.reads[role] = self.region(role, pointer)
-        values = memory.view(region, DTYPES[term.tensor.data_type], self.device,
+        region = tensor.region(pointer, DTYPES[tensor.data_type].itemsize)
+        values = memory.view(region, DTYPES[tensor.data_type], self.device,
                              f"{self.operation.kind} {role}")
-        return UNARY[term.op](values)
+        if memory.self_overlap(region):  # cutensor.h: strides must not overlap
+            raise UndefinedBehaviour(f"{role}'s strides address one element twice")
+        return region, values
 
-    def write(self, role: str, pointer: int, result: Callable[[], np.ndarray],
-              in_place: str = "") -> None:
-        """Check overlaps and the workspace, then compute and store ``role``'s tensor.
+    def read(self, role: str, pointer: int, scalar: Any = 1) -> Any:
+        """op(X) of an input; 0 (X unread) when its scalar is 0, but in strict mode,
+        where cutensor.h's "may be read even if the scalar is zero" holds."""
+        region, values = self._region(role, pointer)
+        self.reads[role] = region
+        if scalar == 0 and not objects.STRICT:
+            return 0
+        return UNARY[self.operation.terms[role].op](values)
 
-        ``in_place`` names the input that may be the output itself (C when C is D).
-        """
-        term = self.operation.terms[role]
-        region = self.region(role, pointer)
-        target = memory.view(region, DTYPES[term.tensor.data_type], self.device,
-                             f"{self.operation.kind} {role}")
-        if memory.self_overlap(region):
-            raise UndefinedBehaviour(f"{role}'s elements overlap one another: writing it races")
+    def output(self, role: str, pointer: int, in_place: str = "") -> None:
+        """Register the tensor written; no input may overlap it (``in_place``, C when
+        it is D itself, excepted)."""
+        region, target = self._region(role, pointer)
         for name, read in self.reads.items():
             if name == in_place and read == region:
                 continue
             if memory.overlap(read, region):
                 raise UndefinedBehaviour(f"{name} overlaps the elements written to {role} "
                                          f"({self.operation.kind})")
-        values = result()
-        if target.dtype.kind != "c":
-            values = np.real(values)
-        target[...] = values
+        self.written = (role, region, target)
 
     def workspace(self, pointer: int, size: int) -> None:
         if size < self.plan.required_workspace:
@@ -103,12 +103,24 @@ class _Call:
             raise fail(Status.INVALID_VALUE, f"workspace {pointer:#x} is not 256-byte aligned")
         region = memory.Region(pointer, 1, (size,), (1,))
         memory.view(region, np.dtype(np.uint8), self.device, "workspace")
-        for name, read in self.reads.items():
-            if memory.overlap(region, read):
+        tensors = dict(self.reads)
+        if self.written is not None:
+            tensors[self.written[0]] = self.written[1]
+        for name, tensor in tensors.items():
+            if memory.overlap(region, tensor):
                 raise UndefinedBehaviour(f"the workspace overlaps {name}")
 
-    def arrange(self, role: str, values: np.ndarray, target: str) -> np.ndarray:
+    def store(self, values: Any) -> None:
+        """Write the result into the registered output."""
+        assert self.written is not None
+        target = self.written[2]
+        values = np.broadcast_to(values, target.shape)
+        target[...] = values if target.dtype.kind == "c" else np.real(values)
+
+    def arrange(self, role: str, values: Any, target: str) -> Any:
         """``values`` (in ``role``'s mode order) with ``target``'s modes, broadcast."""
+        if np.ndim(values) == 0:
+            return values
         terms = self.operation.terms
         modes, wanted = terms[role].modes, terms[target].modes
         extents = dict(zip(wanted, terms[target].tensor.extents))
@@ -136,15 +148,12 @@ def contract(handle, plan, alpha, a, b, beta, c, d, workspace, workspace_size, s
     alpha_value, beta_value = call.scalar(alpha), call.scalar(beta)
     terms = call.operation.terms
     values_a, values_b = call.read("A", a), call.read("B", b)
-    values_c = call.read("C", c) if beta_value != 0 else None
+    values_c = call.read("C", c) if beta_value != 0 else None  # BLAS: C unread at beta 0
+    call.output("D", d, in_place="C")
     call.workspace(workspace, workspace_size)
     la, lb, ld = _letters(terms["A"], terms["B"], terms["D"])
-
-    def result() -> np.ndarray:
-        product = alpha_value * np.einsum(f"{la},{lb}->{ld}", values_a, values_b, optimize=True)
-        return product if values_c is None else product + beta_value * values_c
-
-    call.write("D", d, result, in_place="C")
+    product = alpha_value * np.einsum(f"{la},{lb}->{ld}", values_a, values_b, optimize=True)
+    call.store(product if values_c is None else product + beta_value * values_c)
 
 
 @binding(
@@ -157,19 +166,15 @@ def reduce(handle, plan, alpha, a, beta, c, d, workspace, workspace_size, stream
     terms = call.operation.terms
     values_a = call.read("A", a)
     values_c = call.read("C", c) if beta_value != 0 else None
+    call.output("D", d, in_place="C")
     call.workspace(workspace, workspace_size)
     kept = terms["D"].modes
     reduced = [m for m in terms["A"].modes if m not in kept]
-    order = [terms["A"].modes.index(m) for m in (*kept, *reduced)]
+    moved = np.transpose(values_a, [terms["A"].modes.index(m) for m in (*kept, *reduced)])
     fold = REDUCE_OPS[call.operation.binary_ops[0]]
-
-    def result() -> np.ndarray:
-        moved = np.transpose(values_a, order)
-        folded = fold(moved, axis=tuple(range(len(kept), moved.ndim))) if reduced else moved
-        scaled = alpha_value * folded
-        return scaled if values_c is None else scaled + beta_value * values_c
-
-    call.write("D", d, result, in_place="C")
+    folded = fold(moved, axis=tuple(range(len(kept), moved.ndim))) if reduced else moved
+    scaled = alpha_value * folded
+    call.store(scaled if values_c is None else scaled + beta_value * values_c)
 
 
 @binding(
@@ -179,34 +184,22 @@ def reduce(handle, plan, alpha, a, beta, c, d, workspace, workspace_size, stream
 def permute(handle, plan, alpha, a, b, stream):
     call = _Call(handle, plan, ("permutation",), stream)
     alpha_value = call.scalar(alpha)
-    values_a = call.read("A", a) if alpha_value != 0 else None
-    extents = call.operation.terms["B"].tensor.extents
-
-    def result() -> np.ndarray:
-        if values_a is None:
-            return np.zeros(extents)
-        return alpha_value * call.arrange("A", values_a, "B")
-
-    call.write("B", b, result)
+    values_a = call.read("A", a, alpha_value)
+    call.output("B", b)
+    call.store(alpha_value * call.arrange("A", values_a, "B"))
 
 
 def _elementwise(call: _Call, scaled: dict[str, tuple[int, int]], d: int) -> None:
     values = {}
     for role, (scalar_pointer, pointer) in scaled.items():
         scalar = call.scalar(scalar_pointer)
-        values[role] = (scalar * call.arrange(role, call.read(role, pointer), "D")
-                        if scalar != 0 else 0)
+        values[role] = scalar * call.arrange(role, call.read(role, pointer, scalar), "D")
+    call.output("D", d, in_place="C")
     ops = [BINARY_OPS[op] for op in call.operation.binary_ops]
-    extents = call.operation.terms["D"].tensor.extents
-
-    def result() -> np.ndarray:
-        if len(ops) == 1:
-            combined = ops[0](values["A"], values["C"])
-        else:
-            combined = ops[1](ops[0](values["A"], values["B"]), values["C"])
-        return np.broadcast_to(combined, extents)
-
-    call.write("D", d, result, in_place="C")
+    if len(ops) == 1:
+        call.store(ops[0](values["A"], values["C"]))
+    else:
+        call.store(ops[1](ops[0](values["A"], values["B"]), values["C"]))
 
 
 @binding(

@@ -135,13 +135,10 @@ def estimate_workspace_size(handle, desc, plan_pref, workspace_pref):
     "-> intptr_t"
 )
 def create_plan(handle, desc, pref, workspace_size_limit):
-    owner = objects.get(handle, "handle", "handle")
+    objects.get(handle, "handle", "handle")
     operation = objects.get(desc, "operation descriptor", "desc")
     if pref:
         objects.get(pref, "plan preference", "pref")
-    if owner.device != runtime.current_device():
-        raise fail(Status.ARCH_MISMATCH, f"handle of device {owner.device} used on device "
-                                         f"{runtime.current_device()}")
     fitting = [s for s in _workspace_sizes(operation).values() if s <= workspace_size_limit]
     if not fitting:
         raise fail(Status.INSUFFICIENT_WORKSPACE, f"workspace_size_limit={workspace_size_limit} "

@@ -119,7 +119,10 @@ def shares_memory(a: Any, b: Any, max_work: Any = None) -> bool:
 
 
 def broadcast_to(array: ndarray, shape: Any) -> ndarray:
-    return ndarray._wrap(np.broadcast_to(array._a, shape), array._mem)
+    """A view with stride 0 along broadcast axes, writable as CuPy's are."""
+    view = np.broadcast_to(array._a, shape)
+    return ndarray._wrap(np.lib.stride_tricks.as_strided(array._a, view.shape, view.strides),
+                         array._mem)
 
 
 def as_strided(x: ndarray, shape: Any = None, strides: Any = None) -> ndarray:

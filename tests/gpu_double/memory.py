@@ -37,6 +37,7 @@ class Allocation:
         raw = np.empty(nbytes + ALIGNMENT, np.uint8)
         offset = -raw.ctypes.data % ALIGNMENT
         self.buffer = raw[offset : offset + nbytes]
+        self.buffer.fill(0xFF)  # fresh memory reads as NaN: reading it unwritten shows
         self.device = device
         self.nbytes = nbytes
         self.start = int(self.buffer.ctypes.data) if nbytes else 0
@@ -169,6 +170,14 @@ def overlap(a: Region, b: Region) -> bool:
 def self_overlap(region: Region) -> bool:
     """Whether two elements of ``region`` share an address (writing it would race)."""
     if region.empty:
+        return False
+    span = 0  # axes sorted by |stride|, each past the span of the smaller ones: no overlap
+    for stride, extent in sorted((abs(s), e) for e, s in zip(region.extents, region.strides)
+                                 if e > 1):
+        if stride <= span:
+            break
+        span += stride * (extent - 1)
+    else:
         return False
     addresses = region.addresses()
     return bool(np.unique(addresses).size != addresses.size)

@@ -98,12 +98,17 @@ _streams_lock = threading.Lock()
 
 
 class Stream:
-    """``cupy.cuda.Stream``: made on the current device; ``with stream:`` makes it current."""
+    """``cupy.cuda.Stream``: made on the current device; ``with stream:`` makes it current.
+
+    As CuPy's, streams compare and hash by handle, and ``Stream.null`` (handle 0, device
+    -1: any device's) is the one default stream object.
+    """
 
     null: Stream
 
-    def __init__(self, null: bool = False, non_blocking: bool = False, ptds: bool = False) -> None:
-        self.device_id = current_device()
+    def __init__(self, null: bool = False, non_blocking: bool = False, ptds: bool = False,
+                 priority: Any = None) -> None:
+        self.device_id = -1 if null else current_device()
         self.non_blocking = non_blocking
         if null:
             self.ptr = 0
@@ -125,11 +130,20 @@ class Stream:
     def __exit__(self, *exc: Any) -> None:
         self._previous.pop().use()
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Stream) and other.ptr == self.ptr
+
+    def __hash__(self) -> int:
+        return hash(self.ptr)
+
     def use(self) -> Stream:
+        if self.device_id not in (-1, current_device()):
+            raise RuntimeError(f"the stream is on device {self.device_id} but the current "
+                               f"device is {current_device()}")
         streams = getattr(_local, "streams", None)
         if streams is None:
             streams = _local.streams = {}
-        streams[self.device_id] = self
+        streams[current_device()] = self
         return self
 
     def synchronize(self) -> None:
@@ -146,15 +160,10 @@ class Stream:
 Stream.null = Stream(null=True)
 
 
-def get_current_stream(device_id: int | None = None) -> Stream:
+def get_current_stream(device_id: int = -1) -> Stream:
     """The current stream of a device (the null stream unless one was entered)."""
-    device = current_device() if device_id is None else device_id
-    streams = getattr(_local, "streams", {})
-    stream = streams.get(device)
-    if stream is None:
-        stream = Stream.__new__(Stream)
-        stream.device_id, stream.ptr, stream.non_blocking, stream._previous = device, 0, False, []
-    return stream
+    device = current_device() if device_id in (None, -1) else device_id
+    return getattr(_local, "streams", {}).get(device, Stream.null)
 
 
 def stream_device(pointer: int) -> int | None:
