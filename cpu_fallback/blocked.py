@@ -27,10 +27,11 @@ import importlib.util
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
+
+from .tile_layout import Axis, TileLayout
 
 # Below this many elements numpy.copyto is about as fast: its strided walk finds the
 # data in cache (measured: ~0.6-2x either way from 0.5 to 4 Mi elements; 2-9x wins
@@ -49,61 +50,6 @@ PARALLEL_BYTES = 1 << 23
 CHUNKS_PER_THREAD = 4
 # The tile buffer: 32 KiB, inside L1 with room for the rows being read and written.
 BUFFER_BYTES = 1 << 15
-
-
-@dataclass(frozen=True)
-class Axis:
-    """One axis of the copy: its extent and its strides, in words."""
-
-    extent: int
-    src: int
-    dst: int
-
-
-@dataclass(frozen=True)
-class TileLayout:
-    """A copy recast as tiles of words, the form the kernel takes.
-
-    A tile's rows run along ``rows``, axes that the destination holds contiguously (so
-    a row index r sits r * rows[0].dst words into the destination); its columns run
-    along ``cols``, axes that the source holds contiguously. Grouping several short
-    axes keeps tiles large when extents are small.
-
-    Attributes:
-        word: The word dtype the kernel moves ("u4" or "u8").
-        outer: Axes looped outside the tiles, outermost first.
-        rows: The destination's fastest axes, fastest first.
-        cols: The source's fastest axes (none of ``rows``), fastest first.
-        run: A run contiguous in both arrays inside each tile element (extent 1: none).
-        tile_rows, tile_cols: The tile's extents along ``rows`` and ``cols``.
-        src_base, dst_base: Words from each view's lowest address to its element 0.
-        src_start: Words from the source's lowest address to the element where the
-            walk starts (the destination's walk starts at its lowest address).
-        src_span, dst_span: Words between each view's lowest and highest address, + 1.
-    """
-
-    word: str
-    outer: tuple[Axis, ...]
-    rows: tuple[Axis, ...]
-    cols: tuple[Axis, ...]
-    run: Axis
-    tile_rows: int
-    tile_cols: int
-    src_base: int
-    dst_base: int
-    src_start: int
-    src_span: int
-    dst_span: int
-
-    @property
-    def n_rows(self) -> int:
-        """Rows in all (the product of the row axes' extents)."""
-        return math.prod(a.extent for a in self.rows)
-
-    @property
-    def n_cols(self) -> int:
-        """Columns in all (the product of the column axes' extents)."""
-        return math.prod(a.extent for a in self.cols)
 
 
 def tile_layout(

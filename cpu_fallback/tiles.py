@@ -21,7 +21,7 @@ from llvmlite import binding, ir
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .blocked import Axis, TileLayout
+from .tile_layout import Axis, TileLayout
 
 # Runs this long (in words) are copied straight from source to destination: the buffer
 # only pays for short runs.
@@ -163,7 +163,7 @@ def copy_tiles(
     at ``r * dr + col_dst[c] + v * dv`` words into the destination, shifted by the
     outer axes (the rows of ``outer``: extent, source stride, destination stride,
     outermost first) and, in the source, by ``src_off``. Tiles are ``tr`` rows by
-    ``tc`` columns (see cpu_fallback.blocked.TileLayout).
+    ``tc`` columns (see cpu_fallback.tile_layout.TileLayout).
     """
     jobs = _jobs(outer, nr, nc, tr, tc)
     _copy_jobs(

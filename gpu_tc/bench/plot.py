@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .report import number, title
+from .text import number, title
 
 CASES_PER_ROW = 24
 COLOURS = ("#d62728", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17becf")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .suites import DTYPES, SUITES
+from .text import number, title
 
 SUMMARY_NAME = "summary.md"
 
@@ -76,34 +77,9 @@ def analyse(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def number(value: float | None) -> str:
-    """Three significant figures or so; "-" for a missing value.
-
-    Example:
-        >>> number(1234.5), number(12.345), number(0.5), number(0.01234), number(None)
-        ('1234', '12.3', '0.500', '0.0123', '-')
-    """
-    if value is None or not math.isfinite(value):
-        return "-"
-    if abs(value) >= 100:
-        return f"{value:.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    if abs(value) >= 1:
-        return f"{value:.2f}"
-    return f"{value:#.3g}"
-
-
 def _work_column(doc: dict[str, Any]) -> tuple[str, float] | None:
     unit = doc["metric"]["unit"]
     return {"GFLOP/s": ("GFLOP", 1e9), "GB/s": ("MB", 1e6)}.get(unit)
-
-
-def title(doc: dict[str, Any]) -> str:
-    """e.g. "tccg, float64, cpu: GFLOP/s (higher is better)"."""
-    better = "higher" if doc["metric"]["higher_is_better"] else "lower"
-    unit = doc["metric"]["unit"]
-    return f"{doc['suite']}, {doc['dtype']}, {doc['backend']}: {unit} ({better} is better)"
 
 
 def markdown(doc: dict[str, Any]) -> str:
