@@ -50,8 +50,3 @@ class BackendError(GpuTcError, RuntimeError):
 
 class WorkspaceError(GpuTcError, MemoryError):
     """Not even the minimum workspace of a plan could be allocated."""
-
-
-def internal(message: str) -> AssertionError:
-    """Return the error for a broken invariant (a bug in gpu_tc, not in the input)."""
-    return AssertionError(f"internal error: {message}")

@@ -280,4 +280,5 @@ class ElementwiseProblem:
         )
 
 
-Problem = ContractionProblem | PermutationProblem | ReductionProblem | ElementwiseProblem
+# Every kind of problem a backend plans.
+PrimitiveProblem = ContractionProblem | PermutationProblem | ReductionProblem | ElementwiseProblem

@@ -22,11 +22,6 @@ ROOT = Path(__file__).resolve().parents[1]
 FAST = runner.Settings(quick=True, repeat=2, min_run_time=0.0, settle=0.0)
 
 
-def test_package_copy_of_tccg_is_the_benchmarks_copy():
-    packaged = json.loads((ROOT / "gpu_tc" / "bench" / "tccg.json").read_text())
-    assert packaged == json.loads((ROOT / "benchmarks" / "tccg.json").read_text())
-
-
 @pytest.mark.parametrize("dtype, key", [("float64", "sizes"), ("float32", "sizes_float32_variant")])
 def test_tccg_cases_use_rowmajor_expressions_and_dtype_sizes(dtype, key):
     table = suites.tccg_table()
