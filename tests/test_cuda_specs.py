@@ -13,19 +13,19 @@ import textwrap
 
 import pytest
 
-from gpu_tc.cuda import specs
-from gpu_tc.cuda.gemm_route import CUBLAS_OP_N, CUBLAS_OP_T, cublas_gemm, leading_dimension
-from gpu_tc.cuda.specs import (
+from gpu_tc.cuda import descriptors as specs
+from gpu_tc.cuda.descriptors import (
     DescriptorSpec,
-    choose_workspace,
     documented_forms,
-    elementwise_roles,
     expected_alignment,
     extra_key,
     mode_map,
     orient,
     pointer_alignment,
 )
+from gpu_tc.cuda.gemm_route import CUBLAS_OP_N, CUBLAS_OP_T, cublas_gemm, leading_dimension
+from gpu_tc.cuda.roles import ElementwiseRoles, elementwise_roles
+from gpu_tc.cuda.workspace import choose_workspace, fallback_note
 from gpu_tc.errors import WorkspaceError
 from gpu_tc.options import BinaryOp, UnaryOp
 from gpu_tc.problem import ContractionProblem, ElementwiseProblem, TensorSpec, contiguous_spec
@@ -50,7 +50,7 @@ def f_order(labels: str, extents: tuple[int, ...], dtype: str = "d") -> TensorSp
 # --- isolation ----------------------------------------------------------------------
 
 
-def test_specs_import_needs_no_cupy_or_nvmath():
+def test_plain_data_modules_import_without_cupy_or_nvmath():
     script = textwrap.dedent(
         """
         import sys
@@ -63,7 +63,8 @@ def test_specs_import_needs_no_cupy_or_nvmath():
 
         sys.meta_path.insert(0, Blocker())
         import gpu_tc
-        import gpu_tc.cuda.specs
+        import gpu_tc.cuda.descriptors, gpu_tc.cuda.gemm_route, gpu_tc.cuda.libraries
+        import gpu_tc.cuda.roles, gpu_tc.cuda.workspace
         blocked = [m for m in sys.modules if m.split(".")[0] in ("cupy", "nvmath")]
         print("clean" if not blocked else blocked)
         """
@@ -241,7 +242,7 @@ def elementwise(
     return ElementwiseProblem(a, b, c, d, i, i, i, op_ab, op_abc)
 
 
-def roles(problem: ElementwiseProblem) -> specs.ElementwiseRoles:
+def roles(problem: ElementwiseProblem) -> ElementwiseRoles:
     tensors = [t for t in (problem.a, problem.b, problem.c, problem.d) if t is not None]
     oriented = list(orient(tensors))
     if problem.b is None:
@@ -252,19 +253,19 @@ def roles(problem: ElementwiseProblem) -> specs.ElementwiseRoles:
 def test_elementwise_roles_binary():
     d = c_order("ab", (3, 4))
     transposed = f_order("ab", (3, 4))
-    assert roles(elementwise(transposed, None, d, d)) == specs.ElementwiseRoles((0, 2), False)
-    assert roles(elementwise(d, None, transposed, d)) == specs.ElementwiseRoles((2, 0), False)
+    assert roles(elementwise(transposed, None, d, d)) == ElementwiseRoles((0, 2), False)
+    assert roles(elementwise(d, None, transposed, d)) == ElementwiseRoles((2, 0), False)
     assert roles(elementwise(transposed, None, transposed, d)).stage_c
     broadcast = c_order("b", (4,))
-    assert roles(elementwise(d, None, broadcast, d)) == specs.ElementwiseRoles((2, 0), False)
+    assert roles(elementwise(d, None, broadcast, d)) == ElementwiseRoles((2, 0), False)
 
 
 def test_elementwise_roles_trinary():
     d = c_order("ab", (3, 4))
     t = f_order("ab", (3, 4))
-    assert roles(elementwise(t, t, d, d)) == specs.ElementwiseRoles((0, 1, 2), False)
-    assert roles(elementwise(d, t, t, d)) == specs.ElementwiseRoles((2, 1, 0), False)
-    assert roles(elementwise(t, d, t, d, BinaryOp.MUL, BinaryOp.MUL)) == specs.ElementwiseRoles(
+    assert roles(elementwise(t, t, d, d)) == ElementwiseRoles((0, 1, 2), False)
+    assert roles(elementwise(d, t, t, d)) == ElementwiseRoles((2, 1, 0), False)
+    assert roles(elementwise(t, d, t, d, BinaryOp.MUL, BinaryOp.MUL)) == ElementwiseRoles(
         (0, 2, 1), False
     )
     # (A*B)+C is not (C*B)+A: with different operators C keeps its role and is staged.
@@ -376,6 +377,6 @@ def test_workspace_limit_below_the_minimum_is_an_error():
 
 
 def test_fallback_note_records_the_out_of_memory_retry():
-    assert specs.fallback_note(4096, 256) == (
+    assert fallback_note(4096, 256) == (
         "workspace of 4096 bytes hit out-of-memory: planned again with the minimum of 256 bytes"
     )

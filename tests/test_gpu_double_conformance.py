@@ -25,7 +25,7 @@ from gpu_double import cutensor as emulated_cutensor
 from gpu_double.launch import SITE
 from gpu_double.signatures import declared
 
-from gpu_tc.cuda.specs import COMPUTE_DESCRIPTORS
+from gpu_tc.cuda.descriptors import COMPUTE_DESCRIPTORS
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted((ROOT / "gpu_tc" / "cuda").glob("*.py"))

@@ -27,9 +27,9 @@ from gpu_tc.problem import (
 )
 
 from . import libraries
+from .descriptors import extra_key
 from .empty import EmptyPlan, EmptySumContractionPlan, EmptySumReductionPlan
 from .gemm_route import cublas_gemm
-from .specs import extra_key
 
 
 def _cutensor_plans() -> Any:

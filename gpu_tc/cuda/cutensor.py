@@ -20,7 +20,7 @@ from nvmath.bindings import cutensor as ct
 
 from gpu_tc.errors import BackendError
 
-from .specs import COMPUTE_DESCRIPTORS, SCALAR_DTYPES, DescriptorSpec
+from .descriptors import COMPUTE_DESCRIPTORS, SCALAR_DTYPES, DescriptorSpec
 
 
 def status_name(err: Any) -> str:

@@ -19,17 +19,17 @@ from gpu_tc.problem import ElementwiseProblem
 
 from . import planned
 from .cutensor import Handle, OperationDescriptor, TensorDescriptor
-from .operands import Operand, Variants, check_device
-from .planned import PlannedOperation
-from .plans import IDENTITY, refusing
-from .specs import (
+from .descriptors import (
     documented_forms,
-    elementwise_roles,
     expected_alignment,
     orient,
     pointer_alignment,
     staging_note,
 )
+from .operands import Operand, Variants, check_device
+from .planned import PlannedOperation
+from .plans import IDENTITY, refusing
+from .roles import elementwise_roles
 
 
 class _ElementwiseVariant:

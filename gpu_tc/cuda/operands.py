@@ -16,7 +16,7 @@ import numpy as np
 
 from gpu_tc.errors import OperandError
 
-from .specs import DescriptorSpec
+from .descriptors import DescriptorSpec
 
 
 def check_device(device: int, arrays: Iterable[Any], context: str) -> None:

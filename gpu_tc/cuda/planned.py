@@ -19,7 +19,7 @@ from gpu_tc.errors import WorkspaceError
 
 from .cutensor import Handle, OperationDescriptor, Plan, PlanPreference, call
 from .operands import HostScalars
-from .specs import choose_workspace, fallback_note
+from .workspace import choose_workspace, fallback_note
 
 # The handles of CuPy's default streams: the null stream, cudaStreamLegacy and
 # cudaStreamPerThread (a stream of each host thread's own behind one handle).

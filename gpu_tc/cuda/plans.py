@@ -24,15 +24,15 @@ from gpu_tc.problem import ContractionProblem, PermutationProblem, ReductionProb
 
 from . import planned
 from .cutensor import Handle, OperationDescriptor, TensorDescriptor
-from .operands import Operand, Variants, check_device
-from .planned import PlannedOperation
-from .specs import (
+from .descriptors import (
     documented_forms,
     expected_alignment,
     orient,
     pointer_alignment,
     staging_note,
 )
+from .operands import Operand, Variants, check_device
+from .planned import PlannedOperation
 
 IDENTITY = int(UnaryOp.IDENTITY)
 NOT_SUPPORTED = "CUTENSOR_STATUS_NOT_SUPPORTED"

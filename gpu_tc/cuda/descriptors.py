@@ -1,7 +1,7 @@
-"""Plain data for the GPU backend: descriptor specs, mode maps, alignment, keys, workspace.
+"""cuTENSOR's view of a tensor, as plain data: descriptor specs, data types, mode maps,
+alignment, the plan-key values of GPU operands, and the forms cuTENSOR is given.
 
-Everything the GPU backend decides before it calls a library lives here, so it is
-unit-tested on the CPU: nothing in this module imports CuPy or nvmath.
+Decided on the CPU and unit-tested there: nothing here imports CuPy or nvmath.
 
 cuTENSOR wants positive strides and extents (a stride of zero is written by leaving
 the mode out) that never address one element twice. :func:`orient` maps the core's
@@ -16,8 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from gpu_tc.errors import WorkspaceError
-from gpu_tc.problem import ElementwiseProblem, TensorSpec
+from gpu_tc.problem import TensorSpec
 from gpu_tc.strides import elements_overlap
 
 # cudaDataType_t values (library_types.h): CUDA_R_32F, CUDA_R_64F, CUDA_C_32F, CUDA_C_64F.
@@ -194,82 +193,3 @@ def staging_note(names: str, descriptors: Sequence[DescriptorSpec]) -> str:
         return ""
     return (f"; {', '.join(staged)} staged through a C-ordered copy (negative or zero "
             "strides, or overlapping elements)")
-
-
-@dataclass(frozen=True)
-class ElementwiseRoles:
-    """Which operand plays cuTENSOR's A, (B,) and C in an element-wise operation.
-
-    cuTENSOR writes D in C's layout, so the C role goes to an operand laid out like D
-    (the binary operators are commutative and, when op_ab == op_abc, associative).
-
-    Attributes:
-        order: Operand indices (0 = A, 1 = B, 2 = C of the problem) for each role;
-            two entries for a binary problem, whose operands are (A, C).
-        stage_c: No operand has D's layout: D is first set to gamma * op_c(C), then
-            takes the C role in place.
-    """
-
-    order: tuple[int, ...]
-    stage_c: bool
-
-
-def elementwise_roles(
-    problem: ElementwiseProblem,
-    a: DescriptorSpec,
-    b: DescriptorSpec | None,
-    c: DescriptorSpec,
-    d: DescriptorSpec,
-) -> ElementwiseRoles:
-    """Assign the roles from the oriented descriptors of A, B (None if binary), C and D."""
-    like_d = [x is not None and x.same_layout(d) for x in (a, b, c)]
-    if b is None:
-        if like_d[2]:
-            return ElementwiseRoles((0, 2), False)
-        if like_d[0]:
-            return ElementwiseRoles((2, 0), False)
-        return ElementwiseRoles((0, 2), True)
-    if like_d[2]:
-        return ElementwiseRoles((0, 1, 2), False)
-    if problem.op_ab is problem.op_abc:
-        if like_d[0]:
-            return ElementwiseRoles((2, 1, 0), False)
-        if like_d[1]:
-            return ElementwiseRoles((0, 2, 1), False)
-    return ElementwiseRoles((0, 1, 2), True)
-
-
-@dataclass(frozen=True)
-class WorkspaceChoice:
-    """The workspace limit handed to cutensorCreatePlan, and why."""
-
-    limit: int
-    note: str
-
-
-def choose_workspace(
-    recommended: int, minimum: int, limit: int | None, context: str
-) -> WorkspaceChoice:
-    """The recommended workspace, capped by ``Options.workspace_limit``.
-
-    Raises:
-        WorkspaceError: even the minimum workspace exceeds the limit.
-    """
-    if limit is None or recommended <= limit:
-        return WorkspaceChoice(recommended, f"workspace {recommended} bytes (recommended)")
-    if minimum > limit:
-        raise WorkspaceError(
-            f"{context} needs at least {minimum} bytes of workspace but "
-            f"Options.workspace_limit is {limit}"
-        )
-    return WorkspaceChoice(
-        limit, f"workspace capped at workspace_limit={limit} bytes ({recommended} recommended)"
-    )
-
-
-def fallback_note(failed: int, minimum: int) -> str:
-    """The reason fragment recorded when a workspace allocation ran out of memory."""
-    return (
-        f"workspace of {failed} bytes hit out-of-memory: planned again with the "
-        f"minimum of {minimum} bytes"
-    )
