@@ -1,7 +1,7 @@
 """The GPU backend's element-wise plan: cutensorElementwiseBinary/TrinaryExecute.
 
 cuTENSOR writes D in C's layout and wants C's descriptor to be D's: the C role goes to
-an operand laid out like D (:func:`gpu_tc.cuda.specs.elementwise_roles`), described by
+an operand laid out like D (:func:`gpu_tc.cuda.roles.elementwise_roles`), described by
 D's own descriptor; when no operand is, D is first set to gamma * op_c(C) and then
 plays the C role in place.
 """

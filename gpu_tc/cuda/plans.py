@@ -1,7 +1,7 @@
 """The GPU backend's contraction, permutation and reduction plans on cuTENSOR.
 
 A plan holds the oriented descriptor specs of its problem, in forms ``cutensor.h``
-documents (:func:`gpu_tc.cuda.specs.documented_forms`); the cuTENSOR objects (tensor
+documents (:func:`gpu_tc.cuda.descriptors.documented_forms`); the cuTENSOR objects (tensor
 and operation descriptors, preference, plan, workspace size) are built per tuple of
 base-pointer alignments, eagerly for the alignment fresh CuPy arrays have, so a warm
 call is one dictionary lookup and one cuTENSOR execute call on CuPy's current stream.
