@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from gpu_tc.backend import PrimitivePlan
 from gpu_tc.options import Options
 from gpu_tc.problem import (
     ContractionProblem,
@@ -20,6 +21,7 @@ from gpu_tc.problem import (
 
 from .contraction import CpuContractionPlan
 from .elementwise import CpuElementwisePlan
+from .orientation import MIN_FLOPS, OrientationTrial, contraction_flops
 from .permute import CpuPermutationPlan
 from .pool import HOST_POOL
 from .reduction import CpuReductionPlan
@@ -32,21 +34,58 @@ class CpuBackend:
     array_type = np.ndarray
 
     layout = staticmethod(array_layout)
-    # Calls are synchronous, so host timings are real: a new result's GEMM orientation
-    # is chosen by measurement (gpu_tc.orientation).
-    measures_orientation = True
+
+    def adopt(self, operand: Any) -> np.ndarray:
+        """``operand`` as a NumPy array; one whose byte strides are not whole elements
+        becomes a C-ordered copy."""
+        x = operand if type(operand) is np.ndarray else np.asarray(operand)
+        if x.itemsize and any(s % x.itemsize for s in x.strides):
+            return x.copy()
+        return x
+
+    @staticmethod
+    def layout_key(array: np.ndarray) -> Hashable:
+        """Shape, byte strides and dtype, read as they are."""
+        return (array.shape, array.strides, array.dtype)
+
+    @staticmethod
+    def dtype(array: np.ndarray) -> np.dtype[Any]:
+        """The array's dtype."""
+        return array.dtype
+
+    @staticmethod
+    def writable(array: np.ndarray) -> bool:
+        """NumPy's writeable flag."""
+        return bool(array.flags.writeable)
+
+    @staticmethod
+    def whole_strides(array: np.ndarray) -> bool:
+        """Whether every byte stride is a whole number of elements."""
+        return not any(s % array.itemsize for s in array.strides) if array.itemsize else True
 
     def key_extra(self, arrays: Sequence[Any], context: str) -> tuple[Any, ...]:
         """Nothing besides the layouts: NumPy copes with any alignment."""
         return ()
 
+    @staticmethod
+    def warm_key(args: Sequence[Any]) -> Hashable | None:
+        """(subscripts, then each array's shape, strides and dtype) when every operand
+        is a NumPy array: flat and uncanonicalised, a few hundred nanoseconds."""
+        if len(args) == 3:
+            subscripts, a, b = args
+            if type(a) is np.ndarray and type(b) is np.ndarray:
+                return (subscripts, a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype)
+            return None
+        key: list[Any] = [args[0]]
+        for x in args[1:]:
+            if type(x) is not np.ndarray:
+                return None
+            key += (x.shape, x.strides, x.dtype)
+        return tuple(key)
+
     def empty(self, extents: tuple[int, ...], dtype: str) -> np.ndarray:
         """A new C-ordered array; a large one from the host pool (cpu_fallback.pool)."""
         return HOST_POOL.empty(extents, dtype)
-
-    def from_host(self, array: np.ndarray) -> np.ndarray:
-        """``array`` itself: the CPU computes on NumPy arrays."""
-        return array
 
     def cast(self, array: np.ndarray, dtype: str) -> np.ndarray:
         """A C-ordered copy of ``array`` in ``dtype``."""
@@ -93,3 +132,16 @@ class CpuBackend:
     def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> CpuElementwisePlan:
         """NumPy ufuncs on broadcast views."""
         return CpuElementwisePlan(problem)
+
+    def orientation_trial(
+        self,
+        problems: tuple[ContractionProblem, ContractionProblem],
+        plan_for: Callable[[ContractionProblem], PrimitivePlan],
+    ) -> OrientationTrial | None:
+        """Time both layouts of a large final GEMM's new result (calls are synchronous,
+        so host timings are real); None below MIN_FLOPS."""
+        if contraction_flops(problems[1]) < MIN_FLOPS:
+            return None
+        plans = (plan_for(problems[0]), plan_for(problems[1]))
+        return OrientationTrial(plans, (problems[0].d, problems[1].d), array_layout)
+

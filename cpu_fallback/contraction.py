@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from gpu_tc.backend import PlanDefaults, Scalars
 from gpu_tc.gemm import (
     BroadcastOperand,
     GemmLowering,
@@ -20,7 +21,7 @@ from .permute import copy_permuted
 from .pool import HOST_POOL, MIN_BYTES
 
 
-class CpuContractionPlan:
+class CpuContractionPlan(PlanDefaults):
     """D = alpha * A * B + beta * C on the CPU; ``route`` and ``reason`` say how."""
 
     def __init__(self, problem: ContractionProblem) -> None:
@@ -36,10 +37,10 @@ class CpuContractionPlan:
     def __repr__(self) -> str:
         return f"CpuContractionPlan(route={self.route!r}, reason={self.reason!r})"
 
-    def execute(
-        self, a: Any, b: Any, d: Any, alpha: complex = 1, beta: complex = 0, c: Any = None
-    ) -> None:
+    def execute(self, inputs: Any, d: Any, scalars: Scalars, c: Any) -> None:
         """Write the result into ``d``; ``c`` (D's shape) is read when beta != 0."""
+        a, b = inputs
+        alpha, beta = scalars.alpha, scalars.beta
         low = self.lowering
         if isinstance(low, GemmLowering):
             self._gemm(low, a, b, d, alpha, beta, c)

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from gpu_tc.backend import PlanDefaults, Scalars
 from gpu_tc.operators import BINARY, UNARY
 from gpu_tc.options import UnaryOp
 from gpu_tc.problem import ElementwiseProblem, TensorSpec
@@ -24,7 +25,7 @@ def _in_d_order(x: Any, spec: TensorSpec, d: TensorSpec) -> Any:
     return view.reshape([spec.extent(x) if x in spec.labels else 1 for x in d.labels])
 
 
-class CpuElementwisePlan:
+class CpuElementwisePlan(PlanDefaults):
     """D = op_abc(op_ab(alpha*op_a(A), beta*op_b(B)), gamma*op_c(C)), broadcasting."""
 
     route = "elementwise"
@@ -36,21 +37,13 @@ class CpuElementwisePlan:
     def __repr__(self) -> str:
         return f"CpuElementwisePlan(route={self.route!r}, reason={self.reason!r})"
 
-    def execute(
-        self,
-        a: Any,
-        b: Any,
-        c: Any,
-        d: Any,
-        alpha: complex = 1,
-        beta: complex = 1,
-        gamma: complex = 1,
-    ) -> None:
-        """Write the result into ``d``."""
+    def execute(self, inputs: Any, d: Any, scalars: Scalars, addend: Any) -> None:
+        """Write the result into ``d`` (inputs: A, C or A, B, C)."""
         p = self.problem
-        left = _scaled(_in_d_order(a, p.a, p.d), p.op_a, alpha)
+        a, c = inputs[0], inputs[-1]
+        left = _scaled(_in_d_order(a, p.a, p.d), p.op_a, scalars.alpha)
         if p.b is not None:
-            right = _scaled(_in_d_order(b, p.b, p.d), p.op_b, beta)
+            right = _scaled(_in_d_order(inputs[1], p.b, p.d), p.op_b, scalars.beta)
             left = BINARY[p.op_ab](left, right)
-        last = _scaled(_in_d_order(c, p.c, p.d), p.op_c, gamma)
+        last = _scaled(_in_d_order(c, p.c, p.d), p.op_c, scalars.gamma)
         BINARY[p.op_abc](left, last, out=d)

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from gpu_tc.backend import PlanDefaults, Scalars
 from gpu_tc.operators import UNARY
 from gpu_tc.options import UnaryOp
 from gpu_tc.problem import PermutationProblem
@@ -54,7 +55,7 @@ def copy_route(
     return f"cache-blocked {layout.tile_rows}x{layout.tile_cols} tiles (numba{threads})"
 
 
-class CpuPermutationPlan:
+class CpuPermutationPlan(PlanDefaults):
     """B = alpha * op(A) with B's axes a permutation of A's."""
 
     route = "permute"
@@ -72,9 +73,10 @@ class CpuPermutationPlan:
     def __repr__(self) -> str:
         return f"CpuPermutationPlan(route={self.route!r}, reason={self.reason!r})"
 
-    def execute(self, a: Any, b: Any, alpha: complex = 1) -> None:
+    def execute(self, inputs: Any, b: Any, scalars: Scalars, addend: Any) -> None:
         """Write alpha * op(a), permuted, into ``b``."""
-        source = a.transpose(self._perm)
+        alpha = scalars.alpha
+        source = inputs[0].transpose(self._perm)
         if self._op is UnaryOp.IDENTITY:
             copy_permuted(source, b)
         elif blocked.copy_tiled(source, b):

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from gpu_tc.backend import PlanDefaults, Scalars
 from gpu_tc.operators import REDUCE, UNARY
 from gpu_tc.options import UnaryOp
 from gpu_tc.problem import ReductionProblem, TensorSpec
@@ -60,7 +61,7 @@ def split_axis(shape: tuple[int, ...], strides: tuple[int, ...], threads: int) -
     return max(candidates, key=lambda i: abs(strides[i]))
 
 
-class CpuReductionPlan:
+class CpuReductionPlan(PlanDefaults):
     """D = alpha * reduce(op(A)) + beta * C, folding the labels of A missing from D."""
 
     route = "reduce"
@@ -90,8 +91,10 @@ class CpuReductionPlan:
     def __repr__(self) -> str:
         return f"CpuReductionPlan(route={self.route!r}, reason={self.reason!r})"
 
-    def execute(self, a: Any, d: Any, alpha: complex = 1, beta: complex = 0, c: Any = None) -> None:
-        """Write the reduction into ``d``."""
+    def execute(self, inputs: Any, d: Any, scalars: Scalars, c: Any) -> None:
+        """Write the reduction into ``d``; ``c`` (D's shape) is read when beta != 0."""
+        a = inputs[0]
+        alpha, beta = scalars.alpha, scalars.beta
         op = self.problem.op_a
         x = a if op is UnaryOp.IDENTITY else UNARY[op](a)
         if beta == 0:

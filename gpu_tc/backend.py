@@ -1,14 +1,22 @@
-"""The Backend and Plan protocols, and the choice of backend by array type.
+"""The seam between the core and its backends: the typed Backend and PrimitivePlan
+protocols, the Scalars every plan takes, and the backend registry.
 
-The core never imports a backend at import time: the CPU backend (``cpu_fallback``) is
-imported on the first NumPy call, the GPU backend (``gpu_tc.cuda``) only when CuPy
-arrays arrive, which means CuPy is already imported by the caller.
+A backend owns an array type. Everything the core needs from an array (its layout and
+dtype, a new one, a cast, a strided view, an overlap test, a copy) goes through the
+backend, so the core never reads an array's attributes itself. Backends are registered
+by the root module of their array type and made on first use; a backend is imported
+only when an array of its type arrives, so its array module is already imported.
+
+Adding a backend is one folder with a class satisfying :class:`Backend` (and plans
+satisfying :class:`PrimitivePlan`), plus one :func:`register_backend` call.
 """
 
 from __future__ import annotations
 
+import importlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -25,26 +33,104 @@ from .problem import (
 )
 
 
+@dataclass(frozen=True)
+class Scalars:
+    """The scalars of one execution.
+
+    A contraction or a reduction writes alpha * (its result) + beta * addend; a
+    permutation alpha * op(A); an element-wise operation scales A, B and C by alpha,
+    beta and gamma.
+    """
+
+    alpha: complex = 1
+    beta: complex = 0
+    gamma: complex = 1
+
+
+UNSCALED = Scalars()
+
+
 class PrimitivePlan(Protocol):
-    """A backend's executable plan for one primitive problem."""
+    """A backend's executable plan for one primitive problem.
+
+    Attributes:
+        route: How it runs, e.g. "blas:direct", "cutensor".
+        reason: Why (read live: a plan may record a later decision).
+        fresh: A fast path for a warm call, ``fresh(*inputs) -> new result`` laid out
+            as the problem's D, or None.
+    """
 
     route: str
-    reason: str
+    fresh: Callable[..., Any] | None
+
+    @property
+    def reason(self) -> str: ...
+
+    def execute(
+        self, inputs: Sequence[Any], out: Any, scalars: Scalars, addend: Any | None
+    ) -> None:
+        """Write the result into ``out``; ``addend`` (out's shape) is read when the
+        operation adds beta * addend and beta != 0."""
+
+    def autotune(self, iterations: int) -> bool:
+        """Let the next executions try other kernels; False where there is no choice."""
+
+
+class PlanDefaults:
+    """What most primitive plans share: no warm fast path, no kernel choice to tune."""
+
+    fresh: Callable[..., Any] | None = None
+
+    def autotune(self, iterations: int) -> bool:
+        """Nothing to tune."""
+        return False
+
+
+class OrientationTrial(Protocol):
+    """A final contraction into a new result whose layout the backend chooses by
+    measuring both GEMM orientations (see cpu_fallback.orientation)."""
+
+    plan: PrimitivePlan
+
+    @property
+    def output(self) -> TensorSpec:
+        """The layout the next new result should have."""
+
+    @property
+    def reason(self) -> str: ...
+
+    def execute(
+        self, inputs: Sequence[Any], out: Any, scalars: Scalars, addend: Any | None
+    ) -> None: ...
 
 
 class Backend(Protocol):
     """What the core asks of a backend; arrays are the backend's own array type."""
 
     name: str
-    array_type: type[Any]  # the array class this backend computes on
-    # Whether host timings of a plan's execute() are real (synchronous calls), so that a
-    # new result's GEMM orientation may be chosen by measurement (gpu_tc.orientation).
-    measures_orientation: bool
+    array_type: type[Any]
+
+    def adopt(self, operand: Any) -> Any:
+        """``operand`` as this backend's array: host values converted, an array whose
+        byte strides are not whole elements copied. Raises on what cannot be an array."""
 
     def layout(self, array: Any) -> OperandLayout:
         """Shape, strides in elements and dtype character of ``array``."""
 
-    def key_extra(self, arrays: Sequence[Any], context: str) -> tuple[Any, ...]:
+    def layout_key(self, array: Any) -> Hashable:
+        """``array``'s layout as plain values for a cache key, read cheaply (a call's
+        key is built on every call)."""
+
+    def dtype(self, array: Any) -> np.dtype[Any]:
+        """The NumPy dtype of ``array``."""
+
+    def writable(self, array: Any) -> bool:
+        """Whether ``array`` may be written."""
+
+    def whole_strides(self, array: Any) -> bool:
+        """Whether every byte stride of ``array`` is a whole number of elements."""
+
+    def key_extra(self, arrays: Sequence[Any], context: str) -> Hashable:
         """Plain values besides the layouts that a plan depends on (device, alignment).
 
         Raises:
@@ -52,11 +138,13 @@ class Backend(Protocol):
                 message names ``context``.
         """
 
+    def warm_key(self, args: Sequence[Any]) -> Hashable | None:
+        """The flat key of ``einsum(subscripts, *operands)`` with a new result and
+        default options, when every operand is this backend's array and the backend
+        serves such calls from it (None otherwise)."""
+
     def empty(self, extents: tuple[int, ...], dtype: str) -> Any:
         """A new C-ordered array."""
-
-    def from_host(self, array: Any) -> Any:
-        """A NumPy array (a Python scalar an operand was given as) on this backend."""
 
     def cast(self, array: Any, dtype: str) -> Any:
         """A C-ordered copy of ``array`` in ``dtype``."""
@@ -72,47 +160,116 @@ class Backend(Protocol):
         """Copy ``source`` into ``destination`` (same shape)."""
 
     def finish(self, result: Any) -> Any:
-        """The value handed to the caller for a new result (numpy: scalars for 0-d)."""
+        """The value handed to the caller for a new result (NumPy: scalars for 0-d)."""
 
-    def contraction_plan(self, problem: ContractionProblem, options: Options) -> Any:
-        """A plan with ``execute(a, b, d, alpha, beta, c)``."""
+    def contraction_plan(self, problem: ContractionProblem, options: Options) -> PrimitivePlan:
+        """D = alpha * A B + beta * C."""
 
-    def permutation_plan(self, problem: PermutationProblem, options: Options) -> Any:
-        """A plan with ``execute(a, b, alpha)``."""
+    def permutation_plan(self, problem: PermutationProblem, options: Options) -> PrimitivePlan:
+        """B = alpha * op(A)."""
 
-    def reduction_plan(self, problem: ReductionProblem, options: Options) -> Any:
-        """A plan with ``execute(a, d, alpha, beta, c)``."""
+    def reduction_plan(self, problem: ReductionProblem, options: Options) -> PrimitivePlan:
+        """D = alpha * reduce(op(A)) + beta * C."""
 
-    def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> Any:
-        """A plan with ``execute(a, b, c, d, alpha, beta, gamma)`` (b None if binary)."""
+    def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> PrimitivePlan:
+        """D = op_abc(op_ab(alpha op_a(A), beta op_b(B)), gamma op_c(C))."""
+
+    def orientation_trial(
+        self,
+        problems: tuple[ContractionProblem, ContractionProblem],
+        plan_for: Callable[[ContractionProblem], PrimitivePlan],
+    ) -> OrientationTrial | None:
+        """A trial between two layouts of a final contraction's new result (preferred
+        first), or None where the backend does not choose by measurement."""
 
 
+@dataclass(frozen=True)
+class BackendEntry:
+    """A registered backend: its name, the root module of its array type, the
+    ``module:Class`` that makes it, and how messages call its arrays."""
+
+    name: str
+    array_module: str
+    factory: str
+    array_name: str
+
+
+_ENTRIES: dict[str, BackendEntry] = {}  # by array module
+_NAMED: dict[str, BackendEntry] = {}
 _BACKENDS: dict[str, Backend] = {}
+_BY_TYPE: dict[type, Backend] = {}  # array type -> backend made so far (the warm path)
 _LOCK = threading.Lock()
+HOST = "numpy"  # the array module of everything that is not another backend's array
 
 
-def _is_cupy_array(x: Any) -> bool:
-    cls = type(x)
-    return cls.__name__ == "ndarray" and cls.__module__.split(".")[0] == "cupy"
+def register_backend(name: str, array_module: str, factory: str, array_name: str) -> None:
+    """Register a backend for arrays whose type lives in ``array_module``.
+
+    Args:
+        name: The backend's name ("cpu", "gpu").
+        array_module: The root module of its array type ("numpy", "cupy").
+        factory: "module:Class", imported when an array of that type first arrives.
+        array_name: How messages call its arrays ("NumPy", "CuPy").
+    """
+    entry = BackendEntry(name, array_module, factory, array_name)
+    with _LOCK:
+        _ENTRIES[array_module] = entry
+        _NAMED[name] = entry
+
+
+register_backend("cpu", "numpy", "cpu_fallback.backend:CpuBackend", "NumPy")
+register_backend("gpu", "cupy", "gpu_tc.cuda.backend:GpuBackend", "CuPy")
 
 
 def backend_named(name: str) -> Backend:
-    """The backend called ``name`` ("cpu" or "gpu"), made on first use."""
+    """The backend called ``name``, made on first use."""
     backend = _BACKENDS.get(name)
     if backend is None:
         with _LOCK:
             backend = _BACKENDS.get(name)
             if backend is None:
-                if name == "cpu":
-                    from cpu_fallback.backend import CpuBackend
-
-                    backend = CpuBackend()
-                else:
-                    from .cuda.backend import GpuBackend
-
-                    backend = GpuBackend()
+                module, _, cls = _NAMED[name].factory.partition(":")
+                backend = getattr(importlib.import_module(module), cls)()
                 _BACKENDS[name] = backend
+                _BY_TYPE[backend.array_type] = backend
     return backend
+
+
+def backend_of_type(cls: type) -> Backend | None:
+    """The backend already made for arrays of type ``cls`` (None if none yet)."""
+    return _BY_TYPE.get(cls)
+
+
+def _is_scalar(x: Any) -> bool:
+    """A Python or NumPy number: an operand any backend takes (numpy.einsum's rule)."""
+    return isinstance(x, (int, float, complex, np.generic))
+
+
+def _device_entry(x: Any) -> BackendEntry | None:
+    """The entry of a non-host backend whose array ``x`` is."""
+    entry = _ENTRIES.get(type(x).__module__.split(".")[0])
+    return None if entry is None or entry.array_module == HOST else entry
+
+
+def select_backend(operands: Sequence[Any], context: str) -> Backend:
+    """The backend for these operands: another backend's arrays go to it; NumPy arrays
+    and array-likes to the CPU; Python and NumPy scalars go with either.
+
+    Raises:
+        OperandError: arrays of two backends are mixed (host values count as NumPy's).
+    """
+    entries = [_device_entry(x) for x in operands]
+    device = next((e for e in entries if e is not None), None)
+    if device is None:
+        return backend_named(_ENTRIES[HOST].name)
+    first = entries.index(device)
+    for index, (x, entry) in enumerate(zip(operands, entries)):
+        if entry != device and not (entry is None and _is_scalar(x)):
+            raise OperandError(
+                f"operand {index} is a {type(x).__name__} but operand {first} is a "
+                f"{device.array_name} array in {context}: move every operand to one device"
+            )
+    return backend_named(device.name)
 
 
 def host_pool() -> Any:
@@ -121,28 +278,3 @@ def host_pool() -> Any:
     from cpu_fallback.pool import HOST_POOL
 
     return HOST_POOL
-
-
-def _is_scalar(x: Any) -> bool:
-    """A Python or NumPy number: an operand any backend takes (numpy.einsum's rule)."""
-    return isinstance(x, (int, float, complex, np.generic))
-
-
-def select_backend(operands: Sequence[Any], context: str) -> Backend:
-    """The backend for these operands: NumPy (or array-likes) -> CPU, CuPy -> GPU;
-    Python and NumPy scalars go with either.
-
-    Raises:
-        OperandError: NumPy and CuPy operands are mixed.
-    """
-    on_gpu = [_is_cupy_array(x) for x in operands]
-    if any(on_gpu):
-        host = [i for i, x in enumerate(operands) if not on_gpu[i] and not _is_scalar(x)]
-        if host:
-            raise OperandError(
-                f"operand {host[0]} is a {type(operands[host[0]]).__name__} but operand "
-                f"{on_gpu.index(True)} is a CuPy array in {context}: move every operand "
-                "to one device"
-            )
-        return backend_named("gpu")
-    return backend_named("cpu")

@@ -1,4 +1,10 @@
-"""PlanCache: a bounded, thread-safe LRU of plans keyed by value."""
+"""Plan caches: a bounded, thread-safe LRU keyed by value, and the process-wide cache of
+two named levels (composed programs, backends' primitive plans).
+
+A store hook lets plans outlive the process: a :class:`PlanStore` given to a level is
+asked for a plan before it is built and handed each plan built, so a persistent cache
+is a store class and the line that installs it.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ import itertools
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .errors import OptionsError
 
@@ -24,15 +30,30 @@ class CacheStats:
     capacity: int
 
 
+class PlanStore(Protocol):
+    """Where a cache level finds plans it has not built in this process, and keeps the
+    ones it builds (e.g. a directory of measured route decisions)."""
+
+    def load(self, key: Hashable) -> Any | None:
+        """The stored plan of ``key``, or None."""
+
+    def save(self, key: Hashable, plan: Any) -> None:
+        """Keep ``plan`` under ``key`` (a store may keep only what it can persist)."""
+
+
 class PlanCache:
     """A bounded LRU of plans.
 
-    Keys are tuples of plain values (labels, extents, strides, dtypes, alignment,
-    backend, device, options): never pointers, ``id()`` or ``hash()`` values. An
-    evicted plan is only dropped: a caller still holding it can keep using it.
+    Keys are plain values (labels, extents, strides, dtypes, alignment, backend,
+    device, options): never pointers, ``id()`` or ``hash()`` values. An evicted plan is
+    only dropped: a caller still holding it can keep using it.
 
     Each entry carries the tick of its last use, so a hit hashes its key once and
     updates one list slot; the least recently used entry is found when evicting.
+
+    Args:
+        capacity: The most plans kept.
+        store: Asked on a miss before building, and handed what is built.
 
     Example:
         >>> cache = PlanCache(capacity=2)
@@ -42,12 +63,13 @@ class PlanCache:
         1
     """
 
-    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+    def __init__(self, capacity: int = DEFAULT_CAPACITY, store: PlanStore | None = None) -> None:
         self._lock = threading.Lock()
         self._entries: dict[Hashable, list[Any]] = {}  # key -> [plan, last-use tick]
         self._ticks = itertools.count()
         self._capacity = _check_capacity(capacity)
         self._hits = self._misses = self._evictions = 0
+        self.store = store
 
     @property
     def capacity(self) -> int:
@@ -85,7 +107,11 @@ class PlanCache:
             return plan
         with self._lock:
             self._misses += 1
-        built = build()
+        built = None if self.store is None else self.store.load(key)
+        if built is None:
+            built = build()
+            if self.store is not None:
+                self.store.save(key, built)
         with self._lock:
             entry = self._entries.setdefault(key, [built, 0])
             entry[1] = next(self._ticks)
@@ -129,9 +155,112 @@ def _check_capacity(value: int) -> int:
     return value
 
 
-PLAN_CACHE = PlanCache()
+class ProcessCache:
+    """The process-wide cache: ``programs`` (composed plans of calls, keyed by
+    :class:`gpu_tc.keys.ProgramKey` or a backend's warm key) over ``primitives`` (the
+    backends' plans, keyed by :class:`gpu_tc.keys.PrimitiveKey`), which the programs
+    of equivalent calls share.
+
+    The levels share one capacity, one lock and one clock: the least recently used
+    plan of either goes first. ``stats()`` adds the two levels up.
+    """
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+        self._lock = threading.Lock()
+        self._ticks = itertools.count()
+        self._capacity = _check_capacity(capacity)
+        self.programs = _Level(self)
+        self.primitives = _Level(self)
+
+    @property
+    def levels(self) -> tuple[PlanCache, PlanCache]:
+        """The two levels: programs, then primitive plans."""
+        return self.programs, self.primitives
+
+    @property
+    def capacity(self) -> int:
+        """The most plans both levels keep together; setting it evicts the least
+        recently used extras."""
+        return self._capacity
+
+    @capacity.setter
+    def capacity(self, value: int) -> None:
+        with self._lock:
+            self._capacity = _check_capacity(value)
+            self._evict_locked()
+
+    def _evict_locked(self) -> None:
+        """Drop least recently used plans of either level until both fit (lock held)."""
+        levels = self.levels
+        while sum(len(level._entries) for level in levels) > self._capacity:
+            level = min(
+                (lv for lv in levels if lv._entries),
+                key=lambda lv: min(entry[1] for entry in lv._entries.values()),
+            )
+            entries = level._entries
+            del entries[min(entries, key=lambda k: entries[k][1])]
+            level._evictions += 1
+
+    def stats(self) -> CacheStats:
+        """Hits, misses, evictions and size of both levels together; the capacity."""
+        both = [level.stats() for level in self.levels]
+        return CacheStats(
+            sum(s.hits for s in both),
+            sum(s.misses for s in both),
+            sum(s.evictions for s in both),
+            sum(s.size for s in both),
+            self._capacity,
+        )
+
+    def clear(self) -> None:
+        """Drop every plan of both levels and reset the counters."""
+        for level in self.levels:
+            level.clear()
+
+    def __len__(self) -> int:
+        return len(self.programs) + len(self.primitives)
+
+    def __repr__(self) -> str:
+        s = self.stats()
+        return (
+            f"ProcessCache(programs={len(self.programs)}, primitives={len(self.primitives)}, "
+            f"size={s.size}, capacity={s.capacity}, hits={s.hits}, misses={s.misses}, "
+            f"evictions={s.evictions})"
+        )
 
 
-def plan_cache() -> PlanCache:
-    """The process-wide plan cache."""
+class _Level(PlanCache):
+    """One level of a ProcessCache: its own plans and counters, the owner's capacity,
+    lock and clock."""
+
+    def __init__(self, owner: ProcessCache) -> None:
+        self._owner = owner
+        self._lock = owner._lock
+        self._ticks = owner._ticks
+        self._entries = {}
+        self._hits = self._misses = self._evictions = 0
+        self.store = None
+
+    @property
+    def _capacity(self) -> int:  # type: ignore[override]
+        return self._owner.capacity
+
+    @property
+    def capacity(self) -> int:
+        """The owner's capacity (both levels together)."""
+        return self._owner.capacity
+
+    @capacity.setter
+    def capacity(self, value: int) -> None:
+        self._owner.capacity = value
+
+    def _evict(self) -> None:
+        self._owner._evict_locked()
+
+
+PLAN_CACHE = ProcessCache()
+
+
+def plan_cache() -> ProcessCache:
+    """The process-wide plan cache (both levels)."""
     return PLAN_CACHE

@@ -1,7 +1,8 @@
-"""NumPy meanings of the operator Enums, shared by the reference kernel and the CPU.
+"""NumPy meanings of the operator Enums (the CPU backend computes with them) and the
+check of which operator applies to which dtype.
 
-The GPU backend passes the Enum values to cuTENSOR instead; these functions define
-what both must compute.
+The GPU backend passes the Enum values to cuTENSOR instead; the reference kernel keeps
+its own table, so it judges these rather than sharing them.
 """
 
 from __future__ import annotations

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .backend import Backend
-from .composite import relabel
+from .backend import UNSCALED, Backend
+from .call import adopt, check_out
+from .compose import EinsumPlan, relabel
 from .errors import OutputError, PlanStateError, ShapeError
 from .expression import expand, parse
 from .problem import OperandLayout
+from .run import run
 
 
 class Plan:
@@ -30,14 +32,14 @@ class Plan:
     def __init__(
         self,
         subscripts: str,
-        plan: Any,
+        plan: EinsumPlan,
         backend: Backend,
         layouts: Sequence[OperandLayout],
         out: Any,
     ) -> None:
         self.subscripts = subscripts
         self.backend = backend.name
-        self._plan: Any = plan
+        self._plan: EinsumPlan | None = plan
         self._backend = backend
         self._layouts = tuple(layouts)
         self._out_layout = None if out is None else backend.layout(out)
@@ -64,17 +66,16 @@ class Plan:
             OutputError: ``out`` differs from the ``out`` the plan was prepared with.
             PlanStateError: the plan was freed.
         """
-        from .api import _host_operands, _out_key, _run  # api imports this module
-
         plan = self._live()
-        arrays = _host_operands(self._backend, operands)
+        backend = self._backend
+        arrays = adopt(backend, operands)
         if len(arrays) != len(self._layouts):
             raise ShapeError(
                 f"the plan for {self.subscripts!r} takes {len(self._layouts)} operand(s), "
                 f"got {len(arrays)}"
             )
         for index, (x, expected) in enumerate(zip(arrays, self._layouts)):
-            got = self._backend.layout(x)
+            got = backend.layout(x)
             if got != expected:
                 raise ShapeError(
                     f"operand {index} has shape {got.shape}, strides {got.strides} and dtype "
@@ -82,19 +83,20 @@ class Plan:
                     f"{expected.shape}, {expected.strides} and {expected.dtype!r}"
                 )
         if out is not None:
-            _out_key(out, self._backend, f"Plan({self.subscripts!r}).execute")  # its type
-        given = None if out is None else self._backend.layout(out)
+            check_out(backend, out, f"Plan({self.subscripts!r}).execute")
+        given = None if out is None else backend.layout(out)
         if given != self._out_layout and not (given is not None and self._out_layout is None):
             raise OutputError(
                 f"out does not match the out the plan for {self.subscripts!r} was prepared with"
             )
         if given is not None and self._out_layout is None:
-            if tuple(out.shape) != plan.output.extents or out.dtype.char != plan.output.dtype:
+            if given.shape != plan.output.extents or given.dtype != plan.output.dtype:
                 raise OutputError(
-                    f"out has shape {tuple(out.shape)} and dtype {out.dtype} but the plan for "
-                    f"{self.subscripts!r} gives {plan.output.extents} and {plan.output.dtype!r}"
+                    f"out has shape {given.shape} and dtype {backend.dtype(out)} but the plan "
+                    f"for {self.subscripts!r} gives {plan.output.extents} and "
+                    f"{plan.output.dtype!r}"
                 )
-        return _run(plan, self._backend, arrays, out, (1, 0), None)
+        return run(plan, backend, arrays, out, UNSCALED, None)
 
     def autotune(self, iterations: int = 8) -> int:
         """Opt in to autotuning: the next ``iterations`` executions try other kernels.
@@ -106,10 +108,7 @@ class Plan:
         Returns:
             How many stages will tune (0 on the CPU backend).
         """
-        tunable = [s for s in self._live().stages if hasattr(s, "autotune")]
-        for stage in tunable:
-            stage.autotune(iterations)
-        return len(tunable)
+        return sum(stage.autotune(iterations) for stage in self._live().stages)
 
     def free(self) -> None:
         """Release the plan's resources; the plan cannot execute afterwards."""
@@ -129,7 +128,7 @@ class Plan:
             f"reason={self.reason!r})"
         )
 
-    def _live(self) -> Any:
+    def _live(self) -> EinsumPlan:
         if self._plan is None:
             raise PlanStateError(f"the plan for {self.subscripts!r} was freed")
         return self._plan

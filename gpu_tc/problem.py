@@ -234,6 +234,23 @@ class ReductionProblem:
         """The labels folded away."""
         return "".join(x for x in self.a.labels if x not in self.d.labels)
 
+    def empty_fold(self, context: str) -> complex | None:
+        """The value of a fold over nothing when a reduced label has extent 0 (0 for
+        SUM, 1 for PROD), else None.
+
+        Raises:
+            ShapeError: MAX or MIN over nothing: they have no identity.
+        """
+        empty = [x for x in self.reduced if self.a.extent(x) == 0]
+        if not empty:
+            return None
+        if self.op_reduce in (ReduceOp.MAX, ReduceOp.MIN):
+            raise ShapeError(
+                f"ReduceOp.{self.op_reduce.name} over label {show_label(empty[0])} of extent 0 "
+                f"has no identity in {context}"
+            )
+        return 0 if self.op_reduce is ReduceOp.SUM else 1
+
     def canonical_labels(self) -> dict[str, str]:
         """Each label's canonical name (renamed by first appearance)."""
         return _canonical_mapping(self.a.labels, self.d.labels)
@@ -250,7 +267,8 @@ class ElementwiseProblem:
 
     With two operands (binary) the fields ``b``/``op_b``/``op_ab`` are unused and
     D = op_ac(alpha*op_a(A), gamma*op_c(C)) with ``op_abc`` as op_ac. Every label of
-    every operand appears in D; operands are broadcast along the labels they lack.
+    every operand appears in D; operands are broadcast along the labels they lack. Made
+    by :meth:`binary` or :meth:`trinary`, which name every operator.
     """
 
     a: TensorSpec
@@ -262,6 +280,22 @@ class ElementwiseProblem:
     op_c: UnaryOp
     op_ab: BinaryOp
     op_abc: BinaryOp
+
+    @classmethod
+    def binary(
+        cls, a: TensorSpec, c: TensorSpec, d: TensorSpec, *, op_a: UnaryOp, op_c: UnaryOp,
+        op: BinaryOp,
+    ) -> ElementwiseProblem:
+        """D = op(alpha * op_a(A), gamma * op_c(C))."""
+        return cls(a, None, c, d, op_a, UnaryOp.IDENTITY, op_c, BinaryOp.ADD, op)
+
+    @classmethod
+    def trinary(
+        cls, a: TensorSpec, b: TensorSpec, c: TensorSpec, d: TensorSpec, *, op_a: UnaryOp,
+        op_b: UnaryOp, op_c: UnaryOp, op_ab: BinaryOp, op_abc: BinaryOp,
+    ) -> ElementwiseProblem:
+        """D = op_abc(op_ab(alpha * op_a(A), beta * op_b(B)), gamma * op_c(C))."""
+        return cls(a, b, c, d, op_a, op_b, op_c, op_ab, op_abc)
 
     def canonical_labels(self) -> dict[str, str]:
         """Each label's canonical name (renamed by first appearance)."""

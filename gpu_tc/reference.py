@@ -9,7 +9,7 @@ valid: checking it is the judged code's job. Production code never calls this mo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,7 @@ import numpy as np
 from .options import BinaryOp, ReduceOp, UnaryOp
 
 # Each operator by name, as numpy computes it.
-_UNARY = {
+_UNARY: dict[str, Callable[[Any], Any]] = {
     "IDENTITY": lambda x: x,
     "SQRT": np.sqrt,
     "RELU": lambda x: np.maximum(x, 0),
@@ -43,8 +43,12 @@ _UNARY = {
     "CEIL": np.ceil,
     "FLOOR": np.floor,
 }
-_BINARY = {"ADD": np.add, "MUL": np.multiply, "MAX": np.maximum, "MIN": np.minimum}
-_REDUCE = {"SUM": np.sum, "PROD": np.prod, "MAX": np.max, "MIN": np.min}
+_BINARY: dict[str, Callable[..., Any]] = {
+    "ADD": np.add, "MUL": np.multiply, "MAX": np.maximum, "MIN": np.minimum,
+}
+_REDUCE: dict[str, Callable[..., Any]] = {
+    "SUM": np.sum, "PROD": np.prod, "MAX": np.max, "MIN": np.min,
+}
 # Stand-ins for the axes "..." covers: private-use characters no subscripts contain.
 _ELLIPSIS_BASE = 0xE000
 

@@ -15,7 +15,7 @@ import pytest
 
 import gpu_tc
 from gpu_tc import reference
-from gpu_tc.backend import backend_named
+from gpu_tc.backend import Scalars, backend_named
 from gpu_tc.errors import (
     BackendError,
     OperandError,
@@ -324,7 +324,7 @@ def test_autotune_on_the_cutensor_contraction_plan(cp, rng):
     a, b = host_data(rng, (8, 6, 5), "float64"), host_data(rng, (5, 6, 7), "float64")
     for _ in range(5):  # three candidates, then the cached fastest
         d = cp.empty((8, 7))
-        plan.execute(cp.asarray(a), cp.asarray(b), d)
+        plan.execute((cp.asarray(a), cp.asarray(b)), d, Scalars(), None)
         check(cp.asnumpy(d), np.einsum("abc,cbd->ad", a, b), "float64")
 
 

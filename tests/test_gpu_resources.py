@@ -13,7 +13,7 @@ import pytest
 from helpers import GPU_EMULATED, assert_close, random_array
 
 import gpu_tc
-from gpu_tc.backend import backend_named
+from gpu_tc.backend import Scalars, backend_named
 from gpu_tc.errors import WorkspaceError
 from gpu_tc.options import Options
 from gpu_tc.problem import ContractionProblem, contiguous_spec
@@ -57,7 +57,7 @@ def test_workspace_out_of_memory_plans_again_with_the_minimum(cp, rng):
     pool.set_limit(size=pool.total_bytes() + minimum + (recommended - minimum) // 2)
     try:
         with stream:
-            plan.execute(a, b, d)
+            plan.execute((a, b), d, Scalars(), None)
         stream.synchronize()
     finally:
         pool.set_limit(size=previous)
@@ -84,14 +84,14 @@ def test_a_workspace_limit_caps_the_workspace(cp, rng):
     assert f"workspace capped at workspace_limit={limit} bytes" in plan.reason
     host, (a, b) = operands(cp, rng)
     d = cp.empty((8, 7))
-    plan.execute(a, b, d)
+    plan.execute((a, b), d, Scalars(), None)
     assert_close(d, np.einsum("abc,cbd->ad", *host), "d")
 
 
 def test_dropping_a_plan_destroys_its_cutensor_objects(cp, rng):
     plan = cutensor_plan()
     _, (a, b) = operands(cp, rng)
-    plan.execute(a, b, cp.empty((8, 7)))
+    plan.execute((a, b), cp.empty((8, 7)), Scalars(), None)
     (variant,) = plan._variants.all()
     owners = [variant.plan, variant.preference, variant.operation, *variant.operation._keep]
     finalizers = [owner._finalizer for owner in owners]

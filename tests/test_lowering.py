@@ -14,8 +14,8 @@ import gpu_tc
 import gpu_tc.gemm
 from gpu_tc import reference
 from gpu_tc.gemm import SMALL_FLOPS, GemmLowering, lower
-from gpu_tc.paths import natural_output
 from gpu_tc.problem import ContractionProblem, contiguous_spec
+from gpu_tc.program import natural_output
 
 # (expression, extents, expected route, packed operands, looped labels or "")
 CASES = [

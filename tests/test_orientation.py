@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 
 import gpu_tc
-from gpu_tc import orientation, reference
-from gpu_tc.orientation import MIN_FLOPS, TRIALS, OrientationTrial, contraction_flops
-from gpu_tc.paths import natural_outputs
+from cpu_fallback import orientation
+from cpu_fallback.orientation import MIN_FLOPS, TRIALS, OrientationTrial, contraction_flops
+from gpu_tc import reference
+from gpu_tc.backend import Scalars
 from gpu_tc.problem import ContractionProblem, array_layout, contiguous_spec
+from gpu_tc.program import natural_outputs
 
 LARGE = "ik,kj->ij"  # 512^3 x 2 flops: above MIN_FLOPS
 N = 512
@@ -42,7 +44,7 @@ class _FakePlan:
     def __init__(self, log: list[int], index: int, seconds: float, clock: list[float]):
         self.log, self.index, self.seconds, self.clock = log, index, seconds, clock
 
-    def execute(self, a, b, d, alpha, beta, c):
+    def execute(self, inputs, out, scalars, addend):
         self.log.append(self.index)
         self.clock[0] += self.seconds
 
@@ -58,7 +60,7 @@ def test_trial_alternates_then_keeps_the_faster(monkeypatch, faster):
     trial = OrientationTrial(plans, outputs, array_layout)
     for _ in range(1 + 2 * TRIALS + 3):
         d = np.empty((3, 5)) if trial.output is outputs[0] else np.empty((5, 3)).T
-        trial.execute(None, None, d, 1, 0, None)
+        trial.execute((None, None), d, Scalars(), None)
     assert log[: 1 + 2 * TRIALS] == [0] + [1, 0] * TRIALS  # an untimed warm-up first
     assert log[1 + 2 * TRIALS :] == [faster] * 3
     assert trial.settled and trial.plan is plans[faster]

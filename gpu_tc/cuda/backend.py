@@ -9,10 +9,11 @@ load costs its routes only (:mod:`gpu_tc.cuda.libraries`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import cupy
+import numpy as np
 from cupy.lib.stride_tricks import as_strided
 
 from gpu_tc.errors import BackendError, OperandError
@@ -56,8 +57,39 @@ class GpuBackend:
     array_type = cupy.ndarray
 
     layout = staticmethod(array_layout)
-    # Launches are asynchronous: host timings would measure the launch, not the GEMM.
-    measures_orientation = False
+
+    def adopt(self, operand: Any) -> cupy.ndarray:
+        """``operand`` as a CuPy array (a host value is copied to the current device); one
+        whose byte strides are not whole elements becomes a C-ordered copy."""
+        x = operand if isinstance(operand, cupy.ndarray) else cupy.asarray(np.asarray(operand))
+        if x.itemsize and any(s % x.itemsize for s in x.strides):
+            return x.copy()
+        return x
+
+    @staticmethod
+    def layout_key(array: cupy.ndarray) -> Hashable:
+        """Shape, byte strides and dtype (the device and alignment join by key_extra)."""
+        return (array.shape, array.strides, array.dtype)
+
+    @staticmethod
+    def dtype(array: cupy.ndarray) -> np.dtype[Any]:
+        """The array's dtype."""
+        return array.dtype
+
+    @staticmethod
+    def writable(array: cupy.ndarray) -> bool:
+        """Every CuPy array may be written."""
+        return True
+
+    @staticmethod
+    def whole_strides(array: cupy.ndarray) -> bool:
+        """Whether every byte stride is a whole number of elements."""
+        return not any(s % array.itemsize for s in array.strides) if array.itemsize else True
+
+    @staticmethod
+    def warm_key(args: Sequence[Any]) -> Hashable | None:
+        """None: a GPU call's key needs the device and the pointers' alignment."""
+        return None
 
     def key_extra(self, arrays: Sequence[Any], context: str) -> tuple[Any, ...]:
         """The device and each operand's pointer alignment (plain ints, never pointers).
@@ -83,10 +115,6 @@ class GpuBackend:
     def empty(self, extents: tuple[int, ...], dtype: str) -> cupy.ndarray:
         """A new C-ordered array on the current device."""
         return cupy.empty(extents, dtype)
-
-    def from_host(self, array: Any) -> cupy.ndarray:
-        """A copy of a NumPy array (an operand given as a scalar) on the current device."""
-        return cupy.asarray(array)
 
     def cast(self, array: cupy.ndarray, dtype: str) -> cupy.ndarray:
         """A C-ordered copy of ``array`` in ``dtype``."""
@@ -155,3 +183,11 @@ class GpuBackend:
             return EmptyPlan("the result is empty")
         _, elementwise = _cutensor_plans()
         return elementwise.CutensorElementwisePlan(problem, cupy.cuda.runtime.getDevice())
+
+    def orientation_trial(
+        self,
+        problems: tuple[ContractionProblem, ContractionProblem],
+        plan_for: Callable[[ContractionProblem], Any],
+    ) -> None:
+        """None: launches are asynchronous, so a host timing would measure the launch."""
+        return None

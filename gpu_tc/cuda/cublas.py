@@ -8,11 +8,13 @@ before each call. Row-major tensors map onto column-major cuBLAS as
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import cupy
 from cupy_backends.cuda.libs import cublas as _cublas
 
+from gpu_tc.backend import PlanDefaults, Scalars
 from gpu_tc.errors import BackendError
 from gpu_tc.problem import ContractionProblem
 
@@ -27,7 +29,7 @@ def _status_name(err: Exception) -> str:
     return found.group(0) if found else "CUBLAS_STATUS_UNKNOWN"
 
 
-class CublasContractionPlan:
+class CublasContractionPlan(PlanDefaults):
     """D = alpha * A * B + beta * C as one cuBLAS gemm / gemmStridedBatched.
 
     Args:
@@ -53,10 +55,10 @@ class CublasContractionPlan:
     def __repr__(self) -> str:
         return f"CublasContractionPlan(route={self.route!r}, reason={self.reason!r})"
 
-    def execute(
-        self, a: Any, b: Any, d: Any, alpha: complex = 1, beta: complex = 0, c: Any = None
-    ) -> None:
+    def execute(self, inputs: Sequence[Any], d: Any, scalars: Scalars, c: Any) -> None:
         """Write the result into ``d``; ``c`` (D's shape) is read when beta != 0."""
+        a, b = inputs
+        alpha, beta = scalars.alpha, scalars.beta
         check_device(self.device, (a, b, c, d), self.context)
         g = self.gemm
         read_c = beta != 0 and c is not None

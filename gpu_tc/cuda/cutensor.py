@@ -249,7 +249,7 @@ class PlanPreference:
         self.set(attribute.INCREMENTAL_COUNT, count)
 
 
-class Plan:
+class CutensorPlan:
     """A cutensorPlan_t and the workspace size it requires."""
 
     def __init__(

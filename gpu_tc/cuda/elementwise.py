@@ -8,11 +8,13 @@ plays the C role in place.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import cupy
 import numpy as np
 
+from gpu_tc.backend import PlanDefaults, Scalars
 from gpu_tc.errors import BackendError
 from gpu_tc.options import BinaryOp
 from gpu_tc.problem import ElementwiseProblem
@@ -42,7 +44,7 @@ class _ElementwiseVariant:
         self.main, self.stage = main, stage
 
 
-class CutensorElementwisePlan:
+class CutensorElementwisePlan(PlanDefaults):
     """D = op_abc(op_ab(alpha*op_a(A), beta*op_b(B)), gamma*op_c(C)) through
     cutensorElementwiseBinary/TrinaryExecute (binary: no B, op_abc combines A and C)."""
 
@@ -128,20 +130,14 @@ class CutensorElementwisePlan:
             PlannedOperation(handle, main, None, self.context, uses_workspace=False), stage
         )
 
-    def execute(
-        self,
-        a: Any,
-        b: Any,
-        c: Any,
-        d: Any,
-        alpha: complex = 1,
-        beta: complex = 1,
-        gamma: complex = 1,
-    ) -> None:
-        """Write the result into ``d`` (``b`` is None for a binary problem)."""
+    def execute(self, inputs: Sequence[Any], d: Any, scalars: Scalars, addend: Any) -> None:
+        """Write the result into ``d`` (inputs: A, C or A, B, C)."""
+        a, c = inputs[0], inputs[-1]
+        b = inputs[1] if len(inputs) == 3 else None
         check_device(self.device, (a, b, c, d), self.context)
         keep: list[Any] = []
-        arrays, values = {0: a, 1: b, 2: c}, {0: alpha, 1: beta, 2: gamma}
+        arrays = {0: a, 1: b, 2: c}
+        values = {0: scalars.alpha, 1: scalars.beta, 2: scalars.gamma}
         pointers = {k: op.read(arrays[k], keep) for k, op in self._operands.items()}
         target = self._d.target(d)
         pd = self._d.write_pointer(target)
@@ -149,16 +145,16 @@ class CutensorElementwisePlan:
             self._key({k: pointer_alignment(x) for k, x in pointers.items()}, pointer_alignment(pd))
         )
         stream = cupy.cuda.get_current_stream()
-        scalars = variant.main.scalars
-        one = scalars(1)
+        host = variant.main.scalars
+        one = host(1)
         order = self._roles.order
         if variant.stage is not None:  # D = gamma op_c(C) + 1 * 0
             target.fill(0)
-            scale = scalars(gamma)
+            scale = host(values[2])
             staged = [(scale[1], pointers[2]), (one[1], pd)]
             planned.elementwise(variant.stage, staged, pd, stream)
             order = order[:-1]
-        held = [scalars(values[k]) for k in order]  # host scalars must outlive the call
+        held = [host(values[k]) for k in order]  # host scalars must outlive the call
         pairs = [(scalar[1], pointers[k]) for scalar, k in zip(held, order)]
         if variant.stage is not None:
             pairs.append((one[1], pd))

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import cupy
 
-from gpu_tc.errors import ShapeError
-from gpu_tc.options import ReduceOp
+from gpu_tc.backend import PlanDefaults, Scalars
 from gpu_tc.problem import ReductionProblem
 
 from .operands import plain_scalar
 
 
-class EmptyPlan:
+class EmptyPlan(PlanDefaults):
     """A result without elements: there is nothing to compute."""
 
     route = "empty"
@@ -24,7 +24,7 @@ class EmptyPlan:
     def __repr__(self) -> str:
         return f"EmptyPlan(reason={self.reason!r})"
 
-    def execute(self, *arrays_and_scalars: Any) -> None:
+    def execute(self, inputs: Sequence[Any], out: Any, scalars: Scalars, addend: Any) -> None:
         """Nothing to write: the result has no elements."""
 
 
@@ -42,34 +42,27 @@ def _fill(d: Any, value: complex, beta: complex, c: Any) -> None:
         d.fill(plain_scalar(value, dtype))
 
 
-class EmptySumContractionPlan:
+class EmptySumContractionPlan(PlanDefaults):
     """A contracted extent is 0: the sum is empty and D = beta * C."""
 
     route = "empty"
     reason = "a contracted extent is 0: D = beta * C"
 
-    def execute(
-        self, a: Any, b: Any, d: Any, alpha: complex = 1, beta: complex = 0, c: Any = None
-    ) -> None:
+    def execute(self, inputs: Sequence[Any], d: Any, scalars: Scalars, c: Any) -> None:
         """Write beta * c (or zeros) into ``d``."""
-        _fill(d, 0, beta, c)
+        _fill(d, 0, scalars.beta, c)
 
 
-class EmptySumReductionPlan:
+class EmptySumReductionPlan(PlanDefaults):
     """A reduced extent is 0: D = alpha * (the operator's identity) + beta * C."""
 
     route = "empty"
 
     def __init__(self, problem: ReductionProblem) -> None:
-        op = problem.op_reduce
-        if op not in (ReduceOp.SUM, ReduceOp.PROD):
-            raise ShapeError(
-                f"the {op.name} reduction {problem.a.labels}->{problem.d.labels} runs over a "
-                "zero-size label and has no identity"
-            )
-        self._identity = 0 if op is ReduceOp.SUM else 1
+        context = f"the reduction {problem.a.labels}->{problem.d.labels}"
+        self._identity = problem.empty_fold(context) or 0
         self.reason = f"a reduced extent is 0: D = alpha * {self._identity} + beta * C"
 
-    def execute(self, a: Any, d: Any, alpha: complex = 1, beta: complex = 0, c: Any = None) -> None:
+    def execute(self, inputs: Sequence[Any], d: Any, scalars: Scalars, c: Any) -> None:
         """Write alpha * identity + beta * c into ``d``."""
-        _fill(d, alpha * self._identity, beta, c)
+        _fill(d, scalars.alpha * self._identity, scalars.beta, c)

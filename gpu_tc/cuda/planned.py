@@ -17,7 +17,7 @@ from nvmath.bindings import cutensor as ct
 
 from gpu_tc.errors import WorkspaceError
 
-from .cutensor import Handle, OperationDescriptor, Plan, PlanPreference, call
+from .cutensor import CutensorPlan, Handle, OperationDescriptor, PlanPreference, call
 from .operands import HostScalars
 from .workspace import choose_workspace, fallback_note
 
@@ -54,6 +54,7 @@ class Workspaces:
             return None
         with self._lock:
             table: Any
+            key: Any
             if stream.ptr == PER_THREAD_STREAM:
                 if not hasattr(self._per_thread, "buffers"):
                     self._per_thread.buffers = {}
@@ -102,7 +103,7 @@ class PlannedOperation:
             self._limit, self.note = choice.limit, choice.note
         self._context = context
         self._tuning = 0
-        self.plan = Plan(handle, operation, self.preference, self._limit)
+        self.plan = CutensorPlan(handle, operation, self.preference, self._limit)
 
     @property
     def minimum_workspace(self) -> int:
@@ -138,7 +139,7 @@ class PlannedOperation:
                     f"{self._context}: out of memory for its minimum workspace of {size} bytes"
                 ) from err
         self._limit = self._minimum
-        self.plan = Plan(self.handle, self.operation, self.preference, self._limit)
+        self.plan = CutensorPlan(self.handle, self.operation, self.preference, self._limit)
         self.note = fallback_note(size, self._minimum)
         minimum = self.plan.workspace_size
         try:
@@ -152,7 +153,7 @@ class PlannedOperation:
         """Let the next ``iterations`` executions each try another kernel candidate;
         cuTENSOR times them and keeps the fastest in the handle's plan cache."""
         self.preference.incremental(iterations)
-        self.plan = Plan(self.handle, self.operation, self.preference, self._limit)
+        self.plan = CutensorPlan(self.handle, self.operation, self.preference, self._limit)
         self._tuning = iterations
 
     def executed(self) -> None:
@@ -160,7 +161,7 @@ class PlannedOperation:
         the cached fastest)."""
         if self._tuning:
             self._tuning -= 1
-            self.plan = Plan(self.handle, self.operation, self.preference, self._limit)
+            self.plan = CutensorPlan(self.handle, self.operation, self.preference, self._limit)
 
 
 def _held(memory: Any, size: int) -> tuple[Any, int, int]:

@@ -11,13 +11,14 @@ aligned for the less aligned of the two pointers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from enum import IntEnum
 from typing import Any
 
 import cupy
 import numpy as np
 
+from gpu_tc.backend import PlanDefaults, Scalars
 from gpu_tc.errors import BackendError, OptionsError
 from gpu_tc.options import BinaryOp, Options, UnaryOp
 from gpu_tc.problem import ContractionProblem, PermutationProblem, ReductionProblem
@@ -61,7 +62,7 @@ def refusing(operators: Mapping[str, IntEnum], context: str) -> Callable[[Backen
     return check
 
 
-class CutensorContractionPlan:
+class CutensorContractionPlan(PlanDefaults):
     """D = alpha * A * B + beta * C through cutensorContract.
 
     Args:
@@ -110,7 +111,7 @@ class CutensorContractionPlan:
         op = OperationDescriptor.contraction(handle, ta, tb, td, td, self.problem.d.dtype)
         return PlannedOperation(handle, op, self._limit, self.context, uses_workspace=True)
 
-    def autotune(self, iterations: int) -> None:
+    def autotune(self, iterations: int) -> bool:
         """Opt in to cuTENSOR's incremental autotuning for the next executions.
 
         Each of the next ``iterations`` calls to :meth:`execute` (with operands
@@ -129,11 +130,12 @@ class CutensorContractionPlan:
         with cupy.cuda.Device(self.device):  # cuTENSOR plans for the active device
             for variant in self._variants.all():
                 variant.autotune(iterations)
+        return True
 
-    def execute(
-        self, a: Any, b: Any, d: Any, alpha: complex = 1, beta: complex = 0, c: Any = None
-    ) -> None:
+    def execute(self, inputs: Sequence[Any], d: Any, scalars: Scalars, c: Any) -> None:
         """Write the result into ``d``; ``c`` (D's shape) is read when beta != 0."""
+        a, b = inputs
+        alpha, beta = scalars.alpha, scalars.beta
         check_device(self.device, (a, b, c, d), self.context)
         keep: list[Any] = []
         pa, pb = self._a.read(a, keep), self._b.read(b, keep)
@@ -144,15 +146,15 @@ class CutensorContractionPlan:
             pc = self._d.addend(c, d, target)
         cd = min(pointer_alignment(pc), pointer_alignment(pd))
         variant = self._variants((pointer_alignment(pa), pointer_alignment(pb), cd))
-        scalars = variant.scalars(alpha), variant.scalars(beta if read_c else 0)
+        held = variant.scalars(alpha), variant.scalars(beta if read_c else 0)
         stream = cupy.cuda.get_current_stream()
         planned.contract(
-            variant, (scalars[0][1], scalars[1][1]), (pa, pb, pc, pd), self.device, stream
+            variant, (held[0][1], held[1][1]), (pa, pb, pc, pd), self.device, stream
         )
         self._d.write_back(target, d)
 
 
-class CutensorPermutationPlan:
+class CutensorPermutationPlan(PlanDefaults):
     """B = alpha * op(A), permuted, through cutensorPermute; where cuTENSOR refuses
     the operator in a permutation, through an element-wise binary operation
     (D = alpha op(A) + 0 * C, C not read), which ``reason`` then says."""
@@ -205,8 +207,9 @@ class CutensorPermutationPlan:
         operation.lowered = True
         return operation
 
-    def execute(self, a: Any, b: Any, alpha: complex = 1) -> None:
+    def execute(self, inputs: Sequence[Any], b: Any, scalars: Scalars, addend: Any) -> None:
         """Write alpha * op(a), permuted, into ``b``."""
+        a, alpha = inputs[0], scalars.alpha
         check_device(self.device, (a, b), self.context)
         keep: list[Any] = []
         pa = self._a.read(a, keep)
@@ -224,7 +227,7 @@ class CutensorPermutationPlan:
         self._b.write_back(target, b)
 
 
-class CutensorReductionPlan:
+class CutensorReductionPlan(PlanDefaults):
     """D = alpha * reduce(op(A)) + beta * C through cutensorReduce; a trace or a
     diagonal arrives as A with summed strides, so nothing is copied."""
 
@@ -270,8 +273,10 @@ class CutensorReductionPlan:
             self._refused(err)
             raise
 
-    def execute(self, a: Any, d: Any, alpha: complex = 1, beta: complex = 0, c: Any = None) -> None:
+    def execute(self, inputs: Sequence[Any], d: Any, scalars: Scalars, c: Any) -> None:
         """Write the reduction into ``d``; ``c`` (D's shape) is read when beta != 0."""
+        a = inputs[0]
+        alpha, beta = scalars.alpha, scalars.beta
         check_device(self.device, (a, c, d), self.context)
         keep: list[Any] = []
         pa = self._a.read(a, keep)
@@ -282,7 +287,7 @@ class CutensorReductionPlan:
             pc = self._d.addend(c, d, target)
         cd = min(pointer_alignment(pc), pointer_alignment(pd))
         variant = self._variants((pointer_alignment(pa), cd))
-        scalars = variant.scalars(alpha), variant.scalars(beta if read_c else 0)
+        held = variant.scalars(alpha), variant.scalars(beta if read_c else 0)
         stream = cupy.cuda.get_current_stream()
-        planned.reduce(variant, (scalars[0][1], scalars[1][1]), (pa, pc, pd), self.device, stream)
+        planned.reduce(variant, (held[0][1], held[1][1]), (pa, pc, pd), self.device, stream)
         self._d.write_back(target, d)

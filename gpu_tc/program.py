@@ -1,21 +1,28 @@
-"""Lower a bound einsum onto primitive problems: prepare, pairwise steps, final stage.
+"""Lower a bound call onto primitive problems: the program, as plain data.
 
-The program is plain data; :mod:`gpu_tc.composite` runs it on a backend. The pairwise
-order comes from opt_einsum; labels found in one operand only and not in the output
-are reduced before any contraction, so every contraction step has batch, contracted
-and free labels only.
+An einsum becomes operand preparations (casts, diagonal views, early reductions),
+pairwise contraction steps and a final stage; the pairwise order comes from opt_einsum.
+Labels found in one operand only and not in the output are reduced before any
+contraction, so every contraction step has batch, contracted and free labels only.
+A permutation, reduction, element-wise operation or trace becomes one stage with its
+operand preparations. :mod:`gpu_tc.compose` runs programs on a backend.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from opt_einsum import paths as oe_paths
 
-from .expression import Expression
+from .errors import ExpressionError
+from .expression import Expression, show_label, symbol
+from .operators import check_op
+from .options import BinaryOp, ReduceOp, UnaryOp
 from .problem import (
     ContractionProblem,
+    ElementwiseProblem,
     OperandLayout,
     PermutationProblem,
     ReductionProblem,
@@ -133,14 +140,14 @@ def build_program(
 
     new_output = output_strides is None
     steps = _pairwise_steps([p.result for p in preps], output, extents, new_output)
-    final = steps[-1].problem
+    last = steps[-1].problem
     flipped = None
     if new_output:
-        layouts = natural_outputs(final.a, final.b, output)
-        if len(layouts) == 2:
-            flipped = ContractionProblem(final.a, final.b, layouts[1])
+        orientations = natural_outputs(last.a, last.b, output)
+        if len(orientations) == 2:
+            flipped = ContractionProblem(last.a, last.b, orientations[1])
     return EinsumProgram(
-        expression, dtype, tuple(preps), steps, final, final.d, new_output, flipped
+        expression, dtype, tuple(preps), steps, last, last.d, new_output, flipped
     )
 
 
@@ -227,3 +234,104 @@ def _pairwise_steps(
         steps.append(Step(lhs, rhs, ContractionProblem(a, b, d)))
         working.append(d)
     return tuple(steps)
+
+
+@dataclass(frozen=True)
+class StageProgram:
+    """One permutation, reduction or element-wise problem and how its operands get
+    there (a trace is a reduction of a diagonal view)."""
+
+    problem: PermutationProblem | ReductionProblem | ElementwiseProblem
+    operands: tuple[OperandPrep, ...]
+
+    @property
+    def output(self) -> TensorSpec:
+        """The layout of the result."""
+        return self.problem.b if isinstance(self.problem, PermutationProblem) else self.problem.d
+
+
+def stage_program(
+    kind: str,
+    expression: Expression,
+    layouts: Sequence[OperandLayout],
+    output: TensorSpec,
+    operators: dict[str, UnaryOp | BinaryOp | ReduceOp],
+    context: str,
+) -> StageProgram:
+    """The program of ``permute``, ``reduce`` or ``elementwise`` (``kind``).
+
+    Args:
+        expression: The expanded expression.
+        layouts: Each operand's layout.
+        output: The result's layout (the compute dtype is its dtype).
+        operators: The operator arguments by name, as the public function takes them.
+        context: Names the call in messages.
+
+    Raises:
+        ExpressionError: a permutation or element-wise operand has a label the output
+            lacks (they do not sum).
+        DTypeError: an operator that orders values, on complex data.
+        ShapeError: MAX or MIN over a label of extent 0.
+    """
+    if kind != "reduce":
+        for index, term in enumerate(expression.terms):
+            for label in term:
+                if label not in expression.output:
+                    raise ExpressionError(
+                        f"label {show_label(label)} of operand {index} is missing from the "
+                        f"output in {context}: {kind} does not sum; use reduce() or einsum()"
+                    )
+    extents = label_extents(expression, layouts)
+    preps = tuple(
+        prepare_operand(t, layout, output.dtype, extents)
+        for t, layout in zip(expression.terms, layouts)
+    )
+    for name, op in operators.items():
+        check_op(op, type(op), output.dtype, f"{context} ({name})")
+    specs = [p.spec for p in preps]
+    ops: dict[str, Any] = dict(operators)  # each checked against its Enum by the call
+    problem: PermutationProblem | ReductionProblem | ElementwiseProblem
+    if kind == "permute":
+        problem = PermutationProblem(specs[0], output, ops["op_a"])
+    elif kind == "reduce":
+        problem = ReductionProblem(specs[0], output, ops["op"], ops["op_a"])
+        problem.empty_fold(context)
+    elif len(specs) == 2:
+        problem = ElementwiseProblem.binary(specs[0], specs[1], output, **ops)
+    else:
+        problem = ElementwiseProblem.trinary(specs[0], specs[1], specs[2], output, **ops)
+    return StageProgram(problem, preps)
+
+
+def trace_program(
+    layout: OperandLayout,
+    axes: tuple[int, int],
+    dtype: str,
+    output_for: Callable[[str, tuple[int, ...]], TensorSpec],
+) -> StageProgram:
+    """The reduction of a strided view of a diagonal (the two axes' strides added, no
+    copy), as numpy.trace computes it; non-square axes use the shorter extent.
+
+    Args:
+        layout: The operand's layout.
+        axes: The two axes (normalised, distinct).
+        dtype: The compute dtype (another operand dtype means a cast first).
+        output_for: ``output_for(labels, extents)`` gives the result's layout.
+    """
+    ndim = len(layout.shape)
+    kept = [i for i in range(ndim) if i not in axes]
+    labels = "".join(symbol(i) for i in kept) + symbol(ndim)
+    extents = {labels[j]: layout.shape[i] for j, i in enumerate(kept)}
+    extents[labels[-1]] = min(layout.shape[axes[0]], layout.shape[axes[1]])
+    source = layout
+    if layout.dtype != dtype:  # cast first: a C-ordered copy
+        term = "".join(symbol(i) for i in range(ndim))
+        source = OperandLayout(layout.shape, contiguous_spec(term, layout.shape, dtype).strides,
+                               dtype)
+    strides = [source.strides[i] for i in kept] + [sum(source.strides[i] for i in axes)]
+    diagonal = OperandLayout(tuple(extents[x] for x in labels), tuple(strides), dtype)
+    spec = prepare_operand(labels, diagonal, dtype, extents).spec
+    prep = OperandPrep(layout.dtype != dtype, True, spec, None)
+    output = output_for(labels[:-1], spec.extents[:-1])
+    return StageProgram(ReductionProblem(spec, output), (prep,))
+

@@ -6,7 +6,8 @@ the other by up to 1.5x depending on the shape, the dtype and the library. No ru
 predicts it across those, so a large final contraction times both: its first call warms
 up (untimed, preferred layout), the next calls alternate between the two layouts, and
 once each has been timed TRIALS times the faster stays. Every call computes the full,
-correct result; only the layout of new results differs.
+correct result; only the layout of new results differs. The CPU backend measures: its
+calls are synchronous, so a host timing is the GEMM's.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import threading
 import time
 from typing import Any
 
-from .problem import ContractionProblem, TensorSpec
+from gpu_tc.backend import PrimitivePlan, Scalars
+from gpu_tc.problem import ContractionProblem, TensorSpec
 
 # Below this many flops a call takes well under a millisecond: not worth measuring.
 MIN_FLOPS = 1 << 27
@@ -24,7 +26,7 @@ TRIALS = 1
 
 def contraction_flops(problem: ContractionProblem) -> int:
     """2 x the product of every label's extent: the multiply-adds of the contraction."""
-    extents = {}
+    extents: dict[str, int] = {}
     for spec in (problem.a, problem.b, problem.d):
         extents.update(zip(spec.labels, spec.extents))
     flops = 2
@@ -37,14 +39,14 @@ class OrientationTrial:
     """Two plans for one final contraction, differing in D's layout; picks by timing.
 
     Args:
-        plans: The backend plans writing ``outputs[0]`` and ``outputs[1]``.
+        plans: The plans writing ``outputs[0]`` and ``outputs[1]``.
         outputs: The two layouts of the new result, preferred first.
-        layout: The backend's ``layout(array)`` (strides in elements), to tell which
-            layout a result was allocated with.
+        layout: ``layout(array)`` (strides in elements), to tell which layout a result
+            was allocated with.
     """
 
-    def __init__(self, plans: tuple[Any, Any], outputs: tuple[TensorSpec, TensorSpec],
-                 layout: Any) -> None:
+    def __init__(self, plans: tuple[PrimitivePlan, PrimitivePlan],
+                 outputs: tuple[TensorSpec, TensorSpec], layout: Any) -> None:
         self.plans = plans
         self.outputs = outputs
         self._layout = layout
@@ -60,24 +62,24 @@ class OrientationTrial:
         return self.outputs[self._next]
 
     @property
-    def plan(self) -> Any:
+    def plan(self) -> PrimitivePlan:
         """The plan writing ``output``."""
         return self.plans[self._next]
 
-    def execute(self, a: Any, b: Any, d: Any, alpha: complex, beta: complex, c: Any) -> None:
-        """Run the plan that matches ``d``'s layout; time it while still measuring."""
-        index = 1 if self._layout(d).strides == self.outputs[1].strides else 0
+    def execute(self, inputs: Any, out: Any, scalars: Scalars, addend: Any) -> None:
+        """Run the plan that matches ``out``'s layout; time it while still measuring."""
+        index = 1 if self._layout(out).strides == self.outputs[1].strides else 0
         plan = self.plans[index]
         if self.settled:
-            plan.execute(a, b, d, alpha, beta, c)
+            plan.execute(inputs, out, scalars, addend)
             return
         if not self._warm:  # first touches of memory and BLAS threads: not a fair sample
-            plan.execute(a, b, d, alpha, beta, c)
+            plan.execute(inputs, out, scalars, addend)
             with self._lock:
                 self._warm, self._next = True, 1
             return
         start = time.perf_counter()
-        plan.execute(a, b, d, alpha, beta, c)
+        plan.execute(inputs, out, scalars, addend)
         elapsed = time.perf_counter() - start
         with self._lock:
             if self.settled:

@@ -1,0 +1,219 @@
+"""Bind one call: its backend, its operands as that backend's arrays, the result dtype,
+and the checks of ``out``, ``c``, scalars and operator arguments.
+
+Everything read from an array goes through the backend, so a call binds the same way
+on every array type.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .backend import Backend, select_backend
+from .errors import DTypeError, ExpressionError, OperandError, OutputError, ShapeError
+from .expression import from_interleaved
+from .problem import TensorSpec, contiguous_spec
+from .strides import elements_overlap
+
+COMPUTE_DTYPES = "fdFD"  # float32, float64, complex64, complex128
+_CASTABLE_KINDS = "biufc"
+
+
+def split_args(args: Sequence[Any]) -> tuple[str, list[Any]]:
+    """(subscripts, operands) of ``einsum(*args)``, from either of numpy's forms."""
+    if not args:
+        raise ExpressionError("einsum needs subscripts and at least one operand")
+    if isinstance(args[0], str):
+        if len(args) < 2:
+            raise ExpressionError(f"{args[0]!r} was given no operand")
+        return args[0], list(args[1:])
+    if len(args) < 2:
+        raise ExpressionError("the interleaved form needs an operand and its sublist")
+    return from_interleaved(args)
+
+
+def type_name(x: Any) -> str:
+    """"numpy.ndarray", "cupy.ndarray", "list": how messages name a value's type."""
+    cls = x if isinstance(x, type) else type(x)
+    module = cls.__module__.split(".")[0]
+    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+
+
+@dataclass
+class Call:
+    """One bound call.
+
+    Attributes:
+        context: Names the call in messages, e.g. "einsum('ij,jk->ik')".
+        backend: The backend of the operands' array type.
+        operands: The operands as the backend's arrays.
+        out: The checked ``out`` array, or None.
+        c: The array added as beta * c (the backend's), or None.
+    """
+
+    context: str
+    backend: Backend
+    operands: list[Any]
+    out: Any
+    c: Any = None
+
+    def dtype(self, operands: Sequence[Any] | None = None) -> str:
+        """The result dtype character of ``operands`` (default: all), numpy's rules.
+
+        Raises:
+            DTypeError: a non-numeric operand, or a result gpu_tc does not compute.
+        """
+        dtypes = [self.backend.dtype(x) for x in (self.operands if operands is None else operands)]
+        for index, dtype in enumerate(dtypes):
+            if dtype.kind not in _CASTABLE_KINDS:
+                raise DTypeError(
+                    f"operand {index} has dtype {dtype} in {self.context}: gpu_tc computes "
+                    "float32, float64, complex64 and complex128"
+                )
+        result = np.result_type(*dtypes)
+        if result.char not in COMPUTE_DTYPES:
+            names = ", ".join(str(d) for d in dtypes)
+            raise DTypeError(
+                f"operands of dtype {names} give {result} in {self.context}: gpu_tc computes "
+                "float32, float64, complex64 and complex128; cast an operand, e.g. "
+                "a.astype(np.float64)"
+            )
+        return result.char
+
+    def layout_keys(self) -> tuple[Hashable, ...]:
+        """Each operand's layout as key values."""
+        return tuple(self.backend.layout_key(x) for x in self.operands)
+
+    def out_key(self) -> Hashable | None:
+        """``out``'s layout as key values, or None."""
+        return None if self.out is None else self.backend.layout_key(self.out)
+
+    def output_spec(self, labels: str, extents: Sequence[int], dtype: str) -> TensorSpec:
+        """The layout of the result: ``out``'s, after checking it, or a new C-ordered one.
+
+        Raises:
+            OutputError: ``out`` has another shape or dtype.
+        """
+        out = self.out
+        if out is None:
+            return contiguous_spec(labels, tuple(extents), dtype)
+        layout = self.backend.layout(out)
+        if layout.shape != tuple(extents):
+            raise OutputError(
+                f"out has shape {layout.shape} but the result has shape {tuple(extents)} "
+                f"in {self.context}"
+            )
+        if layout.dtype != dtype:
+            raise OutputError(
+                f"out has dtype {self.backend.dtype(out)} but the result has dtype "
+                f"{np.dtype(dtype)} in {self.context}"
+            )
+        if not self.backend.whole_strides(out):
+            return contiguous_spec(labels, tuple(extents), dtype)  # computed aside, then copied
+        return TensorSpec(labels, tuple(extents), layout.strides, dtype)
+
+    def addend(self, output: TensorSpec) -> Any:
+        """``c`` checked against the result's layout, cast to its dtype where needed
+        (None without one).
+
+        Raises:
+            ShapeError: ``c`` has another shape.
+        """
+        c = self.c
+        if c is None:
+            return None
+        layout = self.backend.layout(c)
+        if layout.shape != output.extents:
+            raise ShapeError(
+                f"c has shape {layout.shape} but the result has shape {output.extents} in "
+                f"{self.context}"
+            )
+        return c if layout.dtype == output.dtype else self.backend.cast(c, output.dtype)
+
+
+def bind(operands: Sequence[Any], out: Any, context: str, c: Any = None) -> Call:
+    """Choose the backend, adopt the operands (and ``c``, numbered after them) and check
+    ``out``'s type and memory.
+
+    Raises:
+        OperandError: operands of two backends, or one that cannot be an array.
+        OutputError: ``out`` is not the backend's array, is read-only, or has elements
+            that share memory.
+    """
+    values = [*operands, *([] if c is None else [c])]
+    backend = select_backend(values, context)
+    adopted = adopt(backend, values)
+    if out is not None:
+        check_out(backend, out, context)
+    if c is None:
+        return Call(context, backend, adopted, out)
+    return Call(context, backend, adopted[:-1], out, adopted[-1])
+
+
+def adopt(backend: Backend, operands: Sequence[Any]) -> list[Any]:
+    """The operands as ``backend``'s arrays.
+
+    Raises:
+        OperandError: one cannot be an array.
+    """
+    adopted = []
+    for index, x in enumerate(operands):
+        try:
+            adopted.append(backend.adopt(x))
+        except Exception as err:  # noqa: BLE001 - any conversion failure is bad input
+            raise OperandError(f"operand {index} cannot be read as an array: {err}") from err
+    return adopted
+
+
+def check_out(backend: Backend, out: Any, context: str) -> None:
+    """``out`` must be the backend's array, writable, with no two elements in one place.
+
+    Raises:
+        OutputError: it is not.
+    """
+    if not isinstance(out, backend.array_type):
+        raise OutputError(
+            f"out is a {type_name(out)} but the operands need a "
+            f"{type_name(backend.array_type)} in {context}"
+        )
+    if not backend.writable(out):
+        raise OutputError(f"out is read-only in {context}")
+    layout = backend.layout(out)
+    if elements_overlap(layout.shape, layout.strides):
+        raise OutputError(
+            f"out has elements that share memory (shape {layout.shape}, strides "
+            f"{layout.strides} elements) in {context}: writing it would race"
+        )
+
+
+def check_scalars(context: str, dtype: str, **scalars: complex) -> None:
+    """Each scalar must be a number, and real for a real result dtype.
+
+    Raises:
+        DTypeError: it is not.
+    """
+    for name, value in scalars.items():
+        if not isinstance(value, (int, float, complex, np.number)) or isinstance(value, bool):
+            raise DTypeError(f"{name}={value!r} is not a number in {context!r}")
+        if dtype in "fd" and complex(value).imag != 0:
+            raise DTypeError(
+                f"{name}={value!r} is complex but the result dtype {np.dtype(dtype)} is real "
+                f"in {context!r}"
+            )
+
+
+def check_operators(operators: Mapping[str, tuple[type[enum.Enum], Any]], context: str) -> None:
+    """Each operator argument must be a member of its Enum (checked before any cache
+    lookup: IntEnum members of different kinds compare equal).
+
+    Raises:
+        DTypeError: one is not.
+    """
+    for name, (enum_type, op) in operators.items():
+        if not isinstance(op, enum_type):
+            raise DTypeError(f"{name}={op!r} is not a {enum_type.__name__} in {context}")

@@ -1,0 +1,245 @@
+"""Composed plans: a program run over a backend's primitive plans.
+
+:class:`EinsumPlan` runs an :class:`~gpu_tc.program.EinsumProgram` (operand
+preparations, pairwise contractions, a final stage); :class:`StagePlan` runs a
+:class:`~gpu_tc.program.StageProgram`. Every primitive plan comes from the cache's
+primitive level by canonical labels and runs through the one signature of
+:class:`gpu_tc.backend.PrimitivePlan`; both composed plans execute as
+``execute(operands, out, scalars, addend)`` into a checked ``out``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from .backend import UNSCALED, Backend, OrientationTrial, PrimitivePlan, Scalars
+from .cache import PlanCache
+from .expression import show_label
+from .keys import PrimitiveKey
+from .options import Options
+from .problem import (
+    ContractionProblem,
+    ElementwiseProblem,
+    PermutationProblem,
+    PrimitiveProblem,
+    ReductionProblem,
+    TensorSpec,
+)
+from .program import EinsumProgram, OperandPrep, StageProgram
+
+# The Backend method that plans each kind of problem.
+_PLANNERS = {
+    ContractionProblem: "contraction_plan",
+    PermutationProblem: "permutation_plan",
+    ReductionProblem: "reduction_plan",
+    ElementwiseProblem: "elementwise_plan",
+}
+
+
+def primitive_plan(
+    backend: Backend, problem: PrimitiveProblem, options: Options, extra: Hashable,
+    cache: PlanCache,
+) -> PrimitivePlan:
+    """The backend's plan for ``problem``, from the cache or built (by canonical labels)."""
+    canonical = problem.canonical()
+    planner = getattr(backend, _PLANNERS[type(problem)])
+    key = PrimitiveKey(canonical, backend.name, extra, options)
+    return cache.get_or_build(key, lambda: planner(canonical, options))
+
+
+class _Prepared:
+    """Per-call preparation of one operand: cast, strided view, early reduction."""
+
+    __slots__ = ("cast", "view", "reduction", "extents")
+
+    def __init__(self, prep: OperandPrep, reduction: PrimitivePlan | None) -> None:
+        self.cast = prep.cast
+        self.view = prep.spec if prep.view else None
+        self.reduction = reduction
+        self.extents = prep.result.extents
+
+    @property
+    def untouched(self) -> bool:
+        return not self.cast and self.view is None and self.reduction is None
+
+    def __call__(self, backend: Backend, x: Any, dtype: str) -> Any:
+        if self.cast:
+            x = backend.cast(x, dtype)
+        if self.view is not None:
+            x = backend.view(x, self.view)
+        if self.reduction is not None:
+            reduced = backend.empty(self.extents, dtype)
+            self.reduction.execute((x,), reduced, UNSCALED, None)
+            x = reduced
+        return x
+
+
+_LABEL_GROUP = re.compile(r"(labels? )'([^']*)'")
+
+
+def relabel(reason: str, names: dict[str, str]) -> str:
+    """``reason`` with each quoted label group after "label(s)" renamed by ``names``."""
+
+    def rename(match: re.Match[str]) -> str:
+        labels = "".join(names.get(x, x) for x in match.group(2))
+        if all(x.isascii() for x in labels):
+            return f"{match.group(1)}{labels!r}"
+        return match.group(1) + ", ".join(show_label(x) for x in labels)
+
+    return _LABEL_GROUP.sub(rename, reason)
+
+
+def in_caller_labels(reason: str, problem: PrimitiveProblem) -> str:
+    """A shared plan's reason, which names canonical labels, in ``problem``'s labels."""
+    return relabel(reason, {c: label for label, c in problem.canonical_labels().items()})
+
+
+def _describe(stages: Sequence[tuple[PrimitivePlan, PrimitiveProblem]]) -> tuple[str, str]:
+    """The route and reason of (plan, problem) stages, labels as the caller wrote them."""
+    routes = [plan.route for plan, _ in stages]
+    route = routes[0] if len(stages) == 1 else "+".join(routes)
+    reason = "; ".join(
+        f"{plan.route}: {in_caller_labels(plan.reason, problem)}" for plan, problem in stages
+    )
+    return route, reason
+
+
+class EinsumPlan:
+    """Runs one EinsumProgram; ``route`` and ``reason`` describe each stage, in order."""
+
+    def __init__(
+        self,
+        program: EinsumProgram,
+        backend: Backend,
+        options: Options,
+        extra: Hashable,
+        cache: PlanCache,
+    ) -> None:
+        self.program = program
+        self.backend = backend
+        self.context = f"einsum({program.expression.text!r})"
+
+        def plan_for(problem: PrimitiveProblem) -> PrimitivePlan:
+            return primitive_plan(backend, problem, options, extra, cache)
+
+        self._dtype = program.dtype
+        self._operands = tuple(
+            _Prepared(prep, None if prep.reduction is None else plan_for(prep.reduction))
+            for prep in program.operands
+        )
+        self._steps = tuple(
+            (step.lhs, step.rhs, plan_for(step.problem), step.problem.d.extents)
+            for step in program.steps
+        )
+        self._final = self._steps[-1][2] if self._steps else plan_for(program.final)
+        # A large final GEMM into a new result: a backend may time both layouts.
+        self._orientation: OrientationTrial | None = None
+        if program.flipped is not None:
+            final = program.final
+            assert isinstance(final, ContractionProblem)
+            self._orientation = backend.orientation_trial((final, program.flipped), plan_for)
+        # A warm call may skip all of execute(): one step on untouched operands into a
+        # new result, which the backend plan can produce by itself.
+        untouched = all(op.untouched for op in self._operands)
+        self.fast = None
+        if len(self._steps) == 1 and untouched and program.output_is_new:
+            self.fast = None if self._orientation is not None else self._final.fresh
+        # (plan, problem) per stage: the problem names the labels of the plan's reason.
+        reductions: list[tuple[PrimitivePlan, PrimitiveProblem]] = [
+            (op.reduction, prep.reduction)
+            for op, prep in zip(self._operands, program.operands)
+            if op.reduction is not None and prep.reduction is not None
+        ]
+        steps: list[tuple[PrimitivePlan, PrimitiveProblem]] = [
+            (plan, step.problem) for (_, _, plan, _), step in zip(self._steps, program.steps)
+        ]
+        self._described = tuple(reductions + (steps or [(self._final, program.final)]))
+        self.stages = tuple(plan for plan, _ in self._described)
+
+    @property
+    def output(self) -> TensorSpec:
+        """The result's layout (for a new result: the orientation measured or to measure)."""
+        return self.program.output if self._orientation is None else self._orientation.output
+
+    @property
+    def route(self) -> str:
+        """The route of each stage, joined by "+"."""
+        return _describe(self._live_stages())[0]
+
+    @property
+    def reason(self) -> str:
+        """Why each stage runs as it does (read live: a stage may record a fallback)."""
+        reason = _describe(self._live_stages())[1]
+        if self._orientation is not None:
+            reason += "; " + self._orientation.reason
+        return reason
+
+    def _live_stages(self) -> tuple[tuple[PrimitivePlan, PrimitiveProblem], ...]:
+        """(plan, problem) per stage, the final one in the orientation now chosen."""
+        trial = self._orientation
+        if trial is None or trial.plan is self._described[-1][0]:
+            return self._described
+        assert self.program.flipped is not None
+        return self._described[:-1] + ((trial.plan, self.program.flipped),)
+
+    def execute(self, operands: Sequence[Any], out: Any, scalars: Scalars, addend: Any) -> Any:
+        """Compute alpha * einsum + beta * addend into ``out``."""
+        backend, dtype = self.backend, self._dtype
+        arrays = [prep(backend, x, dtype) for prep, x in zip(self._operands, operands)]
+        if not self._steps:
+            self._final.execute(arrays, out, scalars, addend)
+            return out
+        last = len(self._steps) - 1
+        for index, (lhs, rhs, plan, extents) in enumerate(self._steps):
+            b = arrays.pop(rhs)
+            a = arrays.pop(lhs)
+            if index == last:
+                final = plan if self._orientation is None else self._orientation
+                final.execute((a, b), out, scalars, addend)
+            else:
+                d = backend.empty(extents, dtype)
+                plan.execute((a, b), d, UNSCALED, None)
+                arrays.append(d)
+        return out
+
+
+class StagePlan:
+    """Runs one StageProgram: a permutation, reduction or element-wise problem."""
+
+    fast = None
+
+    def __init__(
+        self,
+        program: StageProgram,
+        backend: Backend,
+        options: Options,
+        extra: Hashable,
+        cache: PlanCache,
+        context: str,
+    ) -> None:
+        self.program = program
+        self.backend = backend
+        self.output: TensorSpec = program.output
+        self.context = context
+        self._dtype = self.output.dtype
+        self._plan = primitive_plan(backend, program.problem, options, extra, cache)
+        self._operands = tuple(_Prepared(prep, None) for prep in program.operands)
+        self.stages = (self._plan,)
+
+    @property
+    def route(self) -> str:
+        """The primitive plan's route."""
+        return str(self._plan.route)
+
+    @property
+    def reason(self) -> str:
+        """Why the primitive plan runs as it does."""
+        return in_caller_labels(str(self._plan.reason), self.program.problem)
+
+    def execute(self, operands: Sequence[Any], out: Any, scalars: Scalars, addend: Any) -> Any:
+        """Run the stage into ``out`` with the operation's scalars."""
+        arrays = [prep(self.backend, x, self._dtype) for prep, x in zip(self._operands, operands)]
+        self._plan.execute(arrays, out, scalars, addend)
+        return out

@@ -1,0 +1,95 @@
+"""Execute a composed plan into ``out``, a new result, or through a temporary.
+
+A plan writes exactly the output layout it was built for (a GEMM's leading dimension
+or a cuTENSOR descriptor has the strides built in), so an ``out`` the plan cannot
+write in place (it overlaps an operand, or has other strides) gets the result through
+a temporary laid out as the plan's output, then a copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any, Protocol
+
+from .backend import UNSCALED, Backend, Scalars
+from .problem import TensorSpec
+
+
+class Composed(Protocol):
+    """What :func:`run` needs of a composed plan (EinsumPlan, StagePlan)."""
+
+    fast: Any
+
+    @property
+    def output(self) -> TensorSpec:
+        """The layout the plan writes."""
+
+    def execute(self, operands: Sequence[Any], out: Any, scalars: Scalars, addend: Any) -> Any: ...
+
+
+@lru_cache(maxsize=1024)
+def _dense_order(spec: TensorSpec) -> tuple[int, ...] | None:
+    """The axis order, outermost first, in which ``spec`` is dense; None when its
+    strides leave gaps or run backwards."""
+    order = tuple(sorted(range(len(spec.extents)), key=lambda i: -spec.strides[i]))
+    step = 1
+    for i in reversed(order):
+        if spec.extents[i] != 1 and spec.strides[i] != step:
+            return None
+        step *= spec.extents[i]
+    return order
+
+
+def allocate(backend: Backend, spec: TensorSpec) -> Any:
+    """A new array laid out exactly as ``spec``: dense in its axis order, or, when its
+    strides leave gaps or run backwards (a plan made for an ``out`` that is a window),
+    a view of a buffer spanning them."""
+    order = _dense_order(spec)
+    if order is None and 0 not in spec.extents:
+        low = sum((e - 1) * s for e, s in zip(spec.extents, spec.strides) if s < 0)
+        high = sum((e - 1) * s for e, s in zip(spec.extents, spec.strides) if s > 0)
+        buffer = backend.empty((high - low + 1,), spec.dtype)
+        return backend.view(buffer[-low:], spec, writable=True)
+    memory = list(order) if order is not None else list(range(len(spec.extents)))
+    if memory == list(range(len(memory))):
+        return backend.empty(spec.extents, spec.dtype)
+    array = backend.empty(tuple(spec.extents[i] for i in memory), spec.dtype)
+    return array.transpose([memory.index(i) for i in range(len(memory))])
+
+
+def run(
+    plan: Composed,
+    backend: Backend,
+    operands: Sequence[Any],
+    out: Any,
+    scalars: Scalars,
+    addend: Any,
+) -> Any:
+    """Execute ``plan`` into ``out`` (checked by the call) or into a new result.
+
+    Returns:
+        ``out``, or the new result as the backend hands it to callers.
+    """
+    if out is None:
+        fast = plan.fast
+        if fast is not None and scalars is UNSCALED and addend is None:
+            return backend.finish(fast(*operands))
+        result = allocate(backend, plan.output)
+        plan.execute(operands, result, scalars, addend)
+        return backend.finish(result)
+    if addend is not None and addend is not out and backend.overlaps(out, addend):
+        addend = backend.cast(addend, plan.output.dtype)
+    aside = plan.output.strides != backend.layout(out).strides or any(
+        backend.overlaps(out, x) for x in operands
+    )
+    if not aside:
+        plan.execute(operands, out, scalars, addend)
+        return out
+    result = allocate(backend, plan.output)
+    if addend is out:
+        backend.copy_into(out, result)
+        addend = result
+    plan.execute(operands, result, scalars, addend)
+    backend.copy_into(result, out)
+    return out
