@@ -37,8 +37,11 @@ class CpuBackend:
 
     def adopt(self, operand: Any) -> np.ndarray:
         """``operand`` as a NumPy array; one whose byte strides are not whole elements
-        becomes a C-ordered copy."""
+        becomes a C-ordered copy, one in non-native byte order a native copy (BLAS and
+        the copy kernels read native numbers)."""
         x = operand if type(operand) is np.ndarray else np.asarray(operand)
+        if not x.dtype.isnative:
+            return x.astype(x.dtype.newbyteorder("="))
         if x.itemsize and any(s % x.itemsize for s in x.strides):
             return x.copy()
         return x
@@ -91,27 +94,32 @@ class CpuBackend:
         """A C-ordered copy of ``array`` in ``dtype``."""
         return np.array(array, dtype=dtype, order="C", copy=True)
 
-    def view(self, array: np.ndarray, spec: TensorSpec, writable: bool = False) -> np.ndarray:
-        """A view with the extents and strides (in elements) of ``spec``; read-only
-        unless ``writable``."""
+    def view(
+        self, array: np.ndarray, spec: TensorSpec, writable: bool = False,
+        start: tuple[int, ...] = (),
+    ) -> np.ndarray:
+        """A view with the extents and strides (in elements) of ``spec``, from the
+        element of index ``start``; read-only unless ``writable``."""
+        if start:
+            array = array[tuple(slice(i, None) for i in start)]
         itemsize = array.itemsize
         strides = tuple(s * itemsize for s in spec.strides)
-        if writable:
-            return as_strided(array, spec.extents, strides)
-        if array.flags.c_contiguous or array.flags.f_contiguous:
-            # Three times cheaper than as_strided: a warm trace is a few microseconds.
+        flags = array.flags
+        if (flags.c_contiguous or flags.f_contiguous) and (flags.writeable or not writable):
+            # Three times cheaper than as_strided (a warm trace is a few microseconds),
+            # and the view's base is the array's, as numpy.einsum's views have.
             view = np.ndarray(spec.extents, array.dtype, buffer=array, strides=strides)
-            view.flags.writeable = False
+            view.flags.writeable = writable
             return view
-        return as_strided(array, spec.extents, strides, writeable=False)
+        return as_strided(array, spec.extents, strides, writeable=writable)
 
     def overlaps(self, a: Any, b: Any) -> bool:
         """Whether the memory of ``a`` and ``b`` may overlap (a bounds check)."""
         return bool(np.may_share_memory(a, b))
 
     def copy_into(self, source: np.ndarray, destination: np.ndarray) -> None:
-        """Copy ``source`` into ``destination``."""
-        np.copyto(destination, source)
+        """Copy ``source`` into ``destination``, cast to its dtype."""
+        np.copyto(destination, source, casting="unsafe")
 
     def finish(self, result: np.ndarray) -> Any:
         """A NumPy scalar for a 0-d result, as numpy.einsum returns."""

@@ -20,13 +20,18 @@ from .api import (
 from .backend import host_pool
 from .cache import CacheStats, PlanCache, plan_cache
 from .errors import (
+    AxisError,
     BackendError,
     DTypeError,
     ExpressionError,
+    ExpressionTypeError,
     GpuTcError,
     OperandError,
     OptionsError,
+    OptionsTypeError,
     OutputError,
+    OutputTypeError,
+    PathError,
     PlanStateError,
     ShapeError,
     WorkspaceError,
@@ -38,16 +43,21 @@ from .plan import Plan
 __version__ = "0.1.0"
 
 __all__ = [
+    "AxisError",
     "BackendError",
     "BinaryOp",
     "CacheStats",
     "DTypeError",
     "ExpressionError",
+    "ExpressionTypeError",
     "GpuTcError",
     "OperandError",
     "Options",
     "OptionsError",
+    "OptionsTypeError",
     "OutputError",
+    "OutputTypeError",
+    "PathError",
     "Plan",
     "PlanCache",
     "PlanStateError",

@@ -12,42 +12,65 @@ from __future__ import annotations
 
 from typing import Any
 
-from .backend import UNSCALED, Scalars, backend_of_type
+from .backend import UNSCALED, backend_of_type
 from .cache import PLAN_CACHE
-from .call import bind, check_operators, check_out, check_scalars, split_args
-from .errors import ExpressionError, OperandError
+from .call import Call, bind, check_operators, check_out, checked_scalars, split_args
+from .compose import EinsumPlan
+from .dtypes import checked_casting
+from .errors import ExpressionError, OperandError, OptionsError
 from .expression import parse
 from .options import BinaryOp, Options, ReduceOp, UnaryOp
+from .pairwise import path_choice
 from .plan import Plan
 from .planner import einsum_plan, stage_plan, trace_plan
 from .run import run
 
 
-def einsum(*args: Any, out: Any = None, options: Options | None = None) -> Any:
+def einsum(
+    *args: Any,
+    out: Any = None,
+    dtype: Any = None,
+    order: str = "K",
+    casting: str = "safe",
+    optimize: Any = False,
+    options: Options | None = None,
+) -> Any:
     """Evaluate an einsum expression, as numpy.einsum does, on NumPy or CuPy arrays.
 
     Accepts explicit and implicit outputs, "...", repeated labels (diagonals,
     traces), labels summed out of one operand, 0-d operands, size-1 and zero-size
     axes, any number of operands, and numpy's interleaved form
-    ``einsum(op0, sublist0, op1, sublist1, ..., [sublist_out])``.
+    ``einsum(op0, sublist0, op1, sublist1, ..., [sublist_out])``. Operands are
+    contracted two at a time (GEMM-like), in the order ``optimize`` chooses.
 
     Args:
         *args: The subscripts string then the operands, or the interleaved form.
-        out: An array of the result's shape and dtype to write into.
+        out: Where to write the result: of its shape, and of a dtype the result casts
+            into under ``casting``.
+        dtype: Compute in this dtype (every operand must cast into it under
+            ``casting``); default: numpy's result type of the operands (and ``out``).
+        order: The layout of a new result: "C", "F", "A" (F when every operand is
+            Fortran-ordered) or "K" (the layout the last contraction writes best).
+        casting: numpy's casting rule for the operands and ``out``.
+        optimize: The pairwise order: False (opt_einsum's "auto"), True or "greedy",
+            "optimal", any opt_einsum path name, ``(name, memory_limit)``, or an
+            explicit path as numpy.einsum_path returns it.
         options: Plan options (part of the cache key).
 
     Returns:
         The result, of numpy's result dtype and shape (``out`` when given).
 
     Raises:
-        ExpressionError, ShapeError, DTypeError, OutputError, OperandError.
+        ExpressionError, ShapeError, DTypeError, OutputError, OperandError,
+        OptionsError, PathError.
 
     Example:
         >>> import numpy as np, gpu_tc
         >>> gpu_tc.einsum("ii", np.eye(3))
         np.float64(3.0)
     """
-    if out is None and options is None and len(args) > 1 and type(args[0]) is str:
+    plain = dtype is None and optimize is False and order == "K" and casting == "safe"
+    if plain and out is None and options is None and len(args) > 1 and type(args[0]) is str:
         # The warm path: a backend's flat key of the arrays, a plan already built.
         backend = backend_of_type(type(args[1]))
         if backend is not None:
@@ -57,8 +80,8 @@ def einsum(*args: Any, out: Any = None, options: Options | None = None) -> Any:
                 return run(plan, backend, args[1:], None, UNSCALED, None)
     subscripts, operands = split_args(args)
     call = bind(operands, out, f"einsum({subscripts!r})")
-    warm = out is None and options is None
-    plan = einsum_plan(call, subscripts, options, warm=warm)
+    plan = _keyword_plan(call, subscripts, options, dtype, order, casting, optimize,
+                         warm=plain and out is None and options is None)
     return run(plan, call.backend, call.operands, out, UNSCALED, None)
 
 
@@ -96,8 +119,8 @@ def contract(
     call = bind([a, b], out, context, c if beta != 0 else None)
     plan = einsum_plan(call, subscripts, options)
     addend = call.addend(plan.program.output)
-    check_scalars(subscripts, plan.program.dtype, alpha=alpha, beta=beta)
-    return run(plan, call.backend, call.operands, out, Scalars(alpha, beta), addend)
+    scalars = checked_scalars(subscripts, plan.program.dtype, alpha=alpha, beta=beta)
+    return run(plan, call.backend, call.operands, out, scalars, addend)
 
 
 def permute(
@@ -116,8 +139,8 @@ def permute(
     check_operators({"op_a": (UnaryOp, op_a)}, context)
     call = bind([a], out, context)
     plan = stage_plan(call, "permute", subscripts, {"op_a": op_a})
-    check_scalars(subscripts, plan.output.dtype, alpha=alpha)
-    return run(plan, call.backend, call.operands, out, Scalars(alpha), None)
+    scalars = checked_scalars(subscripts, plan.output.dtype, alpha=alpha)
+    return run(plan, call.backend, call.operands, out, scalars, None)
 
 
 def reduce(
@@ -144,9 +167,9 @@ def reduce(
     check_operators({"op": (ReduceOp, op), "op_a": (UnaryOp, op_a)}, context)
     call = bind([a], out, context, c if beta else None)
     plan = stage_plan(call, "reduce", subscripts, {"op": op, "op_a": op_a})
-    check_scalars(subscripts, plan.output.dtype, alpha=alpha, beta=beta)
+    scalars = checked_scalars(subscripts, plan.output.dtype, alpha=alpha, beta=beta)
     addend = call.addend(plan.output)
-    return run(plan, call.backend, call.operands, out, Scalars(alpha, beta), addend)
+    return run(plan, call.backend, call.operands, out, scalars, addend)
 
 
 def elementwise_binary(
@@ -173,8 +196,8 @@ def elementwise_binary(
     check_operators(operators, context)
     call = bind([a, c], out, context)
     plan = stage_plan(call, "elementwise", subscripts, {k: v for k, (_, v) in operators.items()})
-    check_scalars(subscripts, plan.output.dtype, alpha=alpha, gamma=gamma)
-    return run(plan, call.backend, call.operands, out, Scalars(alpha, 0, gamma), None)
+    scalars = checked_scalars(subscripts, plan.output.dtype, alpha=alpha, gamma=gamma)
+    return run(plan, call.backend, call.operands, out, scalars, None)
 
 
 def elementwise_trinary(
@@ -205,33 +228,50 @@ def elementwise_trinary(
     check_operators(operators, context)
     call = bind([a, b, c], out, context)
     plan = stage_plan(call, "elementwise", subscripts, {k: v for k, (_, v) in operators.items()})
-    check_scalars(subscripts, plan.output.dtype, alpha=alpha, beta=beta, gamma=gamma)
-    return run(plan, call.backend, call.operands, out, Scalars(alpha, beta, gamma), None)
+    scalars = checked_scalars(subscripts, plan.output.dtype, alpha=alpha, beta=beta, gamma=gamma)
+    return run(plan, call.backend, call.operands, out, scalars, None)
 
 
-def trace(a: Any, axis1: int = 0, axis2: int = 1, *, out: Any = None) -> Any:
-    """The sum along the diagonal of axes ``axis1`` and ``axis2``, as numpy.trace.
+def trace(
+    a: Any, offset: Any = 0, axis1: Any = 0, axis2: Any = 1, dtype: Any = None, out: Any = None
+) -> Any:
+    """The sum along a diagonal of axes ``axis1`` and ``axis2``, as numpy.trace.
 
-    A strided view of the diagonal (stride = the two axes' strides added) is reduced:
-    O(n) reads and no copy of ``a``. Non-square axes use the shorter extent.
+    The diagonal is entries (i, i + offset): above the main one for offset > 0, below
+    it for offset < 0; past either edge it is empty and the sum 0. A strided view of it
+    (stride = the two axes' strides added) is reduced: O(n) reads and no copy of ``a``.
+    As numpy.sum, bool and small integers sum in the platform integer unless ``dtype``
+    says otherwise; ``out`` takes the result cast as numpy.trace casts it ("unsafe").
 
     Example:
         >>> import numpy as np, gpu_tc
         >>> gpu_tc.trace(np.arange(9.0).reshape(3, 3))
         np.float64(12.0)
+        >>> gpu_tc.trace(np.arange(9.0).reshape(3, 3), 1)
+        np.float64(6.0)
     """
     call = bind([a], None, "trace")
     ndim = len(call.backend.layout(call.operands[0]).shape)
-    call.context = f"trace(axis1={axis1}, axis2={axis2}) of a rank-{ndim} operand"
+    call.context = (
+        f"trace(offset={offset!r}, axis1={axis1!r}, axis2={axis2!r}) of a rank-{ndim} operand"
+    )
     if out is not None:
         check_out(call.backend, out, call.context)
         call.out = out
-    plan = trace_plan(call, axis1, axis2)
+    plan = trace_plan(call, offset, axis1, axis2, dtype)
     return run(plan, call.backend, call.operands, out, UNSCALED, None)
 
 
-def prepare(*args: Any, out: Any = None, options: Options | None = None) -> Plan:
-    """Build (or fetch) the plan of an einsum and hold it.
+def prepare(
+    *args: Any,
+    out: Any = None,
+    dtype: Any = None,
+    order: str = "K",
+    casting: str = "safe",
+    optimize: Any = False,
+    options: Options | None = None,
+) -> Plan:
+    """Build (or fetch) the plan of an einsum and hold it; the keywords are einsum's.
 
     The plan accepts operands of the same shapes, strides and dtypes as these.
 
@@ -244,6 +284,32 @@ def prepare(*args: Any, out: Any = None, options: Options | None = None) -> Plan
     """
     subscripts, operands = split_args(args)
     call = bind(operands, out, f"prepare({subscripts!r})")
-    plan = einsum_plan(call, subscripts, options)
+    plan = _keyword_plan(call, subscripts, options, dtype, order, casting, optimize)
     layouts = [call.backend.layout(x) for x in call.operands]
     return Plan(subscripts, plan, call.backend, layouts, out)
+
+
+def _keyword_plan(
+    call: Call, subscripts: str, options: Options | None, dtype: Any, order: Any,
+    casting: Any, optimize: Any, warm: bool = False,
+) -> EinsumPlan:
+    """The einsum plan for numpy.einsum's keywords, each checked first."""
+    order = _checked_order(order)
+    return einsum_plan(
+        call, subscripts, options, dtype=dtype, casting=checked_casting(casting), order=order,
+        path=path_choice(optimize), warm=warm,
+    )
+
+
+def _checked_order(order: Any) -> str:
+    """numpy's ``order`` for a new result, as "C", "F", "A" or "K" (any case; None is
+    "K", as in numpy).
+
+    Raises:
+        OptionsError: another value (a ValueError, as in numpy).
+    """
+    if order is None:
+        return "K"
+    if not isinstance(order, str) or order.upper() not in ("C", "F", "A", "K"):
+        raise OptionsError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+    return order.upper()

@@ -149,15 +149,19 @@ class Backend(Protocol):
     def cast(self, array: Any, dtype: str) -> Any:
         """A C-ordered copy of ``array`` in ``dtype``."""
 
-    def view(self, array: Any, spec: TensorSpec, writable: bool = False) -> Any:
+    def view(
+        self, array: Any, spec: TensorSpec, writable: bool = False, start: tuple[int, ...] = ()
+    ) -> Any:
         """A view of ``array`` with the extents and strides (elements) of ``spec``,
-        starting at its first element (read-only unless ``writable``)."""
+        starting at its element of index ``start`` (() for its first element;
+        read-only unless ``writable``)."""
 
     def overlaps(self, a: Any, b: Any) -> bool:
         """Whether the memory of ``a`` and ``b`` may overlap."""
 
     def copy_into(self, source: Any, destination: Any) -> None:
-        """Copy ``source`` into ``destination`` (same shape)."""
+        """Copy ``source`` into ``destination`` (same shape), casting to its dtype
+        (the caller has checked the cast)."""
 
     def finish(self, result: Any) -> Any:
         """The value handed to the caller for a new result (NumPy: scalars for 0-d)."""

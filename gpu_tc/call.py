@@ -14,14 +14,19 @@ from typing import Any
 
 import numpy as np
 
-from .backend import Backend, select_backend
-from .errors import DTypeError, ExpressionError, OperandError, OutputError, ShapeError
+from .backend import Backend, Scalars, select_backend
+from .dtypes import Casting, Dtypes, resolve
+from .errors import (
+    DTypeError,
+    ExpressionError,
+    OperandError,
+    OutputError,
+    OutputTypeError,
+    ShapeError,
+)
 from .expression import from_interleaved
 from .problem import TensorSpec, contiguous_spec
 from .strides import elements_overlap
-
-COMPUTE_DTYPES = "fdFD"  # float32, float64, complex64, complex128
-_CASTABLE_KINDS = "biufc"
 
 
 def split_args(args: Sequence[Any]) -> tuple[str, list[Any]]:
@@ -62,28 +67,27 @@ class Call:
     out: Any
     c: Any = None
 
-    def dtype(self, operands: Sequence[Any] | None = None) -> str:
-        """The result dtype character of ``operands`` (default: all), numpy's rules.
+    def dtypes(
+        self,
+        operands: Sequence[Any] | None = None,
+        *,
+        dtype: Any = None,
+        casting: Casting = "safe",
+        promote: Any = None,
+    ) -> Dtypes:
+        """The result and compute dtypes (numpy's rules; see :func:`gpu_tc.dtypes.resolve`)
+        of ``operands`` (default: all), ``out`` included.
 
         Raises:
-            DTypeError: a non-numeric operand, or a result gpu_tc does not compute.
+            DTypeError: a dtype gpu_tc does not compute, or a cast the rule forbids.
+            OutputTypeError: the result cannot be cast into ``out``.
         """
-        dtypes = [self.backend.dtype(x) for x in (self.operands if operands is None else operands)]
-        for index, dtype in enumerate(dtypes):
-            if dtype.kind not in _CASTABLE_KINDS:
-                raise DTypeError(
-                    f"operand {index} has dtype {dtype} in {self.context}: gpu_tc computes "
-                    "float32, float64, complex64 and complex128"
-                )
-        result = np.result_type(*dtypes)
-        if result.char not in COMPUTE_DTYPES:
-            names = ", ".join(str(d) for d in dtypes)
-            raise DTypeError(
-                f"operands of dtype {names} give {result} in {self.context}: gpu_tc computes "
-                "float32, float64, complex64 and complex128; cast an operand, e.g. "
-                "a.astype(np.float64)"
-            )
-        return result.char
+        arrays = self.operands if operands is None else operands
+        return resolve(
+            [self.backend.dtype(x) for x in arrays], self.context, dtype=dtype,
+            casting=casting, out=None if self.out is None else self.backend.dtype(self.out),
+            promote=promote,
+        )
 
     def layout_keys(self) -> tuple[Hashable, ...]:
         """Each operand's layout as key values."""
@@ -93,29 +97,31 @@ class Call:
         """``out``'s layout as key values, or None."""
         return None if self.out is None else self.backend.layout_key(self.out)
 
-    def output_spec(self, labels: str, extents: Sequence[int], dtype: str) -> TensorSpec:
-        """The layout of the result: ``out``'s, after checking it, or a new C-ordered one.
+    def output_spec(
+        self, labels: str, extents: Sequence[int], dtype: str, order: str = "C"
+    ) -> TensorSpec:
+        """The layout the plan writes, in the compute dtype ``dtype``: ``out``'s, after
+        checking its shape, or a new one in ``order`` ("C" or "F").
+
+        ``out`` of another dtype, or with byte strides that are not whole elements, is
+        written through a temporary (then cast and copied into it).
 
         Raises:
-            OutputError: ``out`` has another shape or dtype.
+            OutputError: ``out`` has another shape.
         """
         out = self.out
-        if out is None:
-            return contiguous_spec(labels, tuple(extents), dtype)
-        layout = self.backend.layout(out)
-        if layout.shape != tuple(extents):
-            raise OutputError(
-                f"out has shape {layout.shape} but the result has shape {tuple(extents)} "
-                f"in {self.context}"
-            )
-        if layout.dtype != dtype:
-            raise OutputError(
-                f"out has dtype {self.backend.dtype(out)} but the result has dtype "
-                f"{np.dtype(dtype)} in {self.context}"
-            )
-        if not self.backend.whole_strides(out):
-            return contiguous_spec(labels, tuple(extents), dtype)  # computed aside, then copied
-        return TensorSpec(labels, tuple(extents), layout.strides, dtype)
+        if out is not None:
+            layout = self.backend.layout(out)
+            if layout.shape != tuple(extents):
+                raise OutputError(
+                    f"out has shape {layout.shape} but the result has shape {tuple(extents)} "
+                    f"in {self.context}"
+                )
+            if layout.dtype == dtype and self.backend.whole_strides(out):
+                return TensorSpec(labels, tuple(extents), layout.strides, dtype)
+        spec = contiguous_spec(labels[::-1] if order == "F" else labels,
+                               tuple(extents)[::-1] if order == "F" else tuple(extents), dtype)
+        return spec.permuted(labels) if order == "F" else spec
 
     def addend(self, output: TensorSpec) -> Any:
         """``c`` checked against the result's layout, cast to its dtype where needed
@@ -177,7 +183,7 @@ def check_out(backend: Backend, out: Any, context: str) -> None:
         OutputError: it is not.
     """
     if not isinstance(out, backend.array_type):
-        raise OutputError(
+        raise OutputTypeError(
             f"out is a {type_name(out)} but the operands need a "
             f"{type_name(backend.array_type)} in {context}"
         )
@@ -191,20 +197,46 @@ def check_out(backend: Backend, out: Any, context: str) -> None:
         )
 
 
-def check_scalars(context: str, dtype: str, **scalars: complex) -> None:
-    """Each scalar must be a number, and real for a real result dtype.
+def checked_scalars(context: str, dtype: str, **values: Any) -> Scalars:
+    """The call's scalars (alpha, beta, gamma) as numbers of the compute dtype's kind.
+
+    Each must be a number: real for a real dtype, whole for an integer dtype (kept
+    exact, never through a float) and 0 or 1 for bool.
 
     Raises:
-        DTypeError: it is not.
+        DTypeError: one is not.
     """
-    for name, value in scalars.items():
+    kind = np.dtype(dtype).kind
+    checked: dict[str, Any] = {}
+    for name, value in values.items():
         if not isinstance(value, (int, float, complex, np.number)) or isinstance(value, bool):
             raise DTypeError(f"{name}={value!r} is not a number in {context!r}")
-        if dtype in "fd" and complex(value).imag != 0:
+        if kind != "c" and complex(value).imag != 0:
             raise DTypeError(
                 f"{name}={value!r} is complex but the result dtype {np.dtype(dtype)} is real "
                 f"in {context!r}"
             )
+        checked[name] = value if kind in "fc" else _whole(name, value, dtype, context)
+    return Scalars(**checked)
+
+
+def _whole(name: str, value: Any, dtype: str, context: str) -> int | bool:
+    """``value`` as an int (bool for a bool dtype), exact."""
+    if isinstance(value, (int, np.integer)):
+        number = int(value)
+    else:
+        real = complex(value).real
+        if not real.is_integer():
+            raise DTypeError(
+                f"{name}={value!r} is not a whole number but the result dtype "
+                f"{np.dtype(dtype)} is an integer in {context!r}"
+            )
+        number = int(real)
+    if np.dtype(dtype).kind != "b":
+        return number
+    if number not in (0, 1):
+        raise DTypeError(f"{name}={value!r} is neither 0 nor 1 for a bool result in {context!r}")
+    return bool(number)
 
 
 def check_operators(operators: Mapping[str, tuple[type[enum.Enum], Any]], context: str) -> None:

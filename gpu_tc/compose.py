@@ -5,7 +5,8 @@ preparations, pairwise contractions, a final stage); :class:`StagePlan` runs a
 :class:`~gpu_tc.program.StageProgram`. Every primitive plan comes from the cache's
 primitive level by canonical labels and runs through the one signature of
 :class:`gpu_tc.backend.PrimitivePlan`; both composed plans execute as
-``execute(operands, out, scalars, addend)`` into a checked ``out``.
+``execute(operands, out, scalars, addend)`` into a checked ``out`` of the compute
+dtype; ``result`` is the dtype the caller gets (:mod:`gpu_tc.run` casts into it).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Hashable, Sequence
 from typing import Any
+
+import numpy as np
 
 from .backend import UNSCALED, Backend, OrientationTrial, PrimitivePlan, Scalars
 from .cache import PlanCache
@@ -52,11 +55,12 @@ def primitive_plan(
 class _Prepared:
     """Per-call preparation of one operand: cast, strided view, early reduction."""
 
-    __slots__ = ("cast", "view", "reduction", "extents")
+    __slots__ = ("cast", "view", "start", "reduction", "extents")
 
     def __init__(self, prep: OperandPrep, reduction: PrimitivePlan | None) -> None:
         self.cast = prep.cast
         self.view = prep.spec if prep.view else None
+        self.start = prep.start
         self.reduction = reduction
         self.extents = prep.result.extents
 
@@ -68,7 +72,7 @@ class _Prepared:
         if self.cast:
             x = backend.cast(x, dtype)
         if self.view is not None:
-            x = backend.view(x, self.view)
+            x = backend.view(x, self.view, start=self.start)
         if self.reduction is not None:
             reduced = backend.empty(self.extents, dtype)
             self.reduction.execute((x,), reduced, UNSCALED, None)
@@ -116,10 +120,13 @@ class EinsumPlan:
         options: Options,
         extra: Hashable,
         cache: PlanCache,
+        result: np.dtype[Any],
     ) -> None:
         self.program = program
         self.backend = backend
         self.context = f"einsum({program.expression.text!r})"
+        self.result = result
+        self.converts = result != np.dtype(program.dtype)  # e.g. float16 computed in float32
 
         def plan_for(problem: PrimitiveProblem) -> PrimitivePlan:
             return primitive_plan(backend, problem, options, extra, cache)
@@ -141,11 +148,17 @@ class EinsumPlan:
             assert isinstance(final, ContractionProblem)
             self._orientation = backend.orientation_trial((final, program.flipped), plan_for)
         # A warm call may skip all of execute(): one step on untouched operands into a
-        # new result, which the backend plan can produce by itself.
+        # new result, which the backend plan can produce by itself; or, as numpy.einsum,
+        # a view of one operand whose labels the result only reorders or diagonalises.
         untouched = all(op.untouched for op in self._operands)
-        self.fast = None
-        if len(self._steps) == 1 and untouched and program.output_is_new:
-            self.fast = None if self._orientation is not None else self._final.fresh
+        self.fast: Any = None
+        if self.converts or not program.output_is_new:
+            pass
+        elif len(self._steps) == 1 and untouched and self._orientation is None:
+            self.fast = self._final.fresh
+        elif isinstance(program.final, PermutationProblem) and not program.operands[0].cast:
+            view = program.operands[0].spec.permuted(program.output.labels)
+            self.fast = lambda x: backend.view(x, view, writable=True)
         # (plan, problem) per stage: the problem names the labels of the plan's reason.
         reductions: list[tuple[PrimitivePlan, PrimitiveProblem]] = [
             (op.reduction, prep.reduction)
@@ -218,11 +231,14 @@ class StagePlan:
         extra: Hashable,
         cache: PlanCache,
         context: str,
+        result: np.dtype[Any],
     ) -> None:
         self.program = program
         self.backend = backend
         self.output: TensorSpec = program.output
         self.context = context
+        self.result = result
+        self.converts = result != np.dtype(self.output.dtype)
         self._dtype = self.output.dtype
         self._plan = primitive_plan(backend, program.problem, options, extra, cache)
         self._operands = tuple(_Prepared(prep, None) for prep in program.operands)

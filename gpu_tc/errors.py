@@ -7,6 +7,8 @@ Messages name the expression and the offending label, operand or value.
 
 from __future__ import annotations
 
+import numpy as np
+
 
 class GpuTcError(Exception):
     """Base class of every error raised by gpu_tc."""
@@ -16,8 +18,17 @@ class ExpressionError(GpuTcError, ValueError):
     """The subscripts string is malformed or does not match the operands."""
 
 
+class ExpressionTypeError(ExpressionError, TypeError):
+    """Subscripts or a sublist entry of the wrong type (numpy raises TypeError here)."""
+
+
 class ShapeError(GpuTcError, ValueError):
     """Ranks, extents or axes do not fit the expression."""
+
+
+class AxisError(ShapeError, np.exceptions.AxisError):
+    """An axis argument out of range for the operand's rank (numpy's AxisError, a
+    ValueError and an IndexError)."""
 
 
 class DTypeError(GpuTcError, TypeError):
@@ -32,12 +43,27 @@ class OutputError(GpuTcError, ValueError):
     """The ``out`` argument has the wrong shape, dtype, type or is not writable."""
 
 
+class OutputTypeError(OutputError, TypeError):
+    """``out`` is not an array of the operands' kind, or its dtype cannot take the
+    result under the casting rule (numpy raises TypeError for both)."""
+
+
 class OptionsError(GpuTcError, ValueError):
     """An Options field or an operator argument holds an invalid value."""
 
 
 class PlanStateError(GpuTcError, RuntimeError):
     """A plan was used after free()."""
+
+
+class OptionsTypeError(OptionsError, TypeError):
+    """A keyword argument of a type or kind numpy does not understand (numpy raises
+    TypeError, e.g. for an unknown ``optimize`` value)."""
+
+
+class PathError(GpuTcError, RuntimeError, IndexError):
+    """An explicit contraction path names an operand that is not there, or leaves
+    operands uncontracted (numpy raises IndexError and RuntimeError for these)."""
 
 
 class BackendError(GpuTcError, RuntimeError):

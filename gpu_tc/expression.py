@@ -7,12 +7,13 @@ Parsing is syntax only and cached on the string; :func:`expand` then fixes the w
 from __future__ import annotations
 
 import functools
+import operator
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ExpressionError, ShapeError
+from .errors import ExpressionError, ExpressionTypeError, ShapeError
 
 VALID_LABELS = frozenset(string.ascii_letters)
 ELLIPSIS = "."  # stands for "..." inside a parsed term; never a valid label
@@ -87,17 +88,21 @@ def parse(subscripts: str) -> ParsedSubscripts:
         subscripts: e.g. ``"ij,jk->ik"``, ``"...ii->...i"`` or ``"ij,jk"``.
 
     Returns:
-        The terms and the explicit output; white space is ignored. An implicit output
-        is "..." (if any term has it) followed by the labels that appear exactly
-        once, in ASCII order, as in numpy.einsum.
+        The terms and the explicit output; spaces around labels are ignored (not inside
+        "..." or "->", as numpy). An implicit output is "..." (if any term has it)
+        followed by the labels that appear exactly once, in ASCII order, as in
+        numpy.einsum.
 
     Raises:
+        ExpressionTypeError: the subscripts are not a str.
         ExpressionError: a misplaced "->" or ".", an invalid character, an output
             label given twice or missing from every term.
     """
     if not isinstance(subscripts, str):
-        raise ExpressionError(f"subscripts must be a str, got {type(subscripts).__name__}")
-    text = "".join(subscripts.split())
+        raise ExpressionTypeError(
+            f"subscripts must be a str, got {type(subscripts).__name__}"
+        )
+    text = subscripts
     if (
         text.count("->") > 1
         or text.count("-") != text.count(">")
@@ -132,6 +137,13 @@ def _implicit_output(terms: tuple[str, ...]) -> str:
 
 
 def _parse_term(term: str, subscripts: str) -> str:
+    """One term: "..." kept whole (a "." outside one is an error), spaces dropped."""
+    if "." in term.replace("...", ""):
+        raise ExpressionError(
+            f"term {term.strip()!r} has a '.' that is not part of an ellipsis ('...') in "
+            f"{subscripts!r}"
+        )
+    term = term.replace(" ", "")
     if term.count("...") > 1:
         raise ExpressionError(f"term {term!r} has more than one '...' in {subscripts!r}")
     for char in term.replace("...", ""):
@@ -212,10 +224,13 @@ def show_label(label: str) -> str:
 def from_interleaved(args: Sequence[Any]) -> tuple[str, list[Any]]:
     """Turn numpy's interleaved form ``(op0, sub0, op1, sub1, ..., [out])`` into a string.
 
-    Sublist entries are ints (0-51, mapped as numpy does: A-Z then a-z) or Ellipsis.
+    Sublist entries are integers (Python or NumPy, 0-51, mapped as numpy does: A-Z then
+    a-z) or Ellipsis; a sublist may be any sequence, an ndarray of labels included.
 
     Raises:
-        ExpressionError: a sublist entry is neither an int in range nor Ellipsis.
+        ExpressionTypeError: a sublist is not a sequence, or an entry is neither an
+            integer nor Ellipsis.
+        ExpressionError: an integer entry is out of range.
     """
     operands = list(args[0::2])
     sublists = list(args[1::2])
@@ -233,15 +248,21 @@ def _sublist_term(sublist: Any) -> str:
     try:
         items = list(sublist)
     except TypeError:
-        raise ExpressionError(f"a sublist must be a sequence, got {sublist!r}") from None
+        raise ExpressionTypeError(f"a sublist must be a sequence, got {sublist!r}") from None
     out = []
     for item in items:
         if item is Ellipsis:
             out.append("...")
-        elif isinstance(item, int) and 0 <= item < 52:
-            out.append(_SUBLIST_LABELS[item])
-        else:
+            continue
+        try:
+            label = operator.index(item)
+        except TypeError:
+            raise ExpressionTypeError(
+                f"sublist entry {item!r} in {items!r} must be an integer or Ellipsis"
+            ) from None
+        if not 0 <= label < 52:
             raise ExpressionError(
-                f"sublist entry {item!r} in {items!r} must be an int in [0, 52) or Ellipsis"
+                f"sublist entry {item!r} in {items!r} is not within the valid range [0, 52)"
             )
+        out.append(_SUBLIST_LABELS[label])
     return "".join(out)

@@ -2,7 +2,8 @@
 
 With these and :func:`gpu_tc.einsum`, gpu_tc is an opt_einsum backend:
 ``opt_einsum.contract(expr, *operands, backend="gpu_tc")`` looks the three names up
-in the ``gpu_tc`` module. Both functions take NumPy or CuPy arrays.
+in the ``gpu_tc`` module. Both functions take NumPy or CuPy arrays, and anything
+numpy.asarray takes (nested lists, scalars).
 
 Example:
     >>> import numpy as np, gpu_tc
@@ -19,14 +20,17 @@ import string
 from collections.abc import Sequence
 from typing import Any
 
-from .api import einsum, permute
-from .errors import ShapeError
+from .api import einsum
+from .call import bind
+from .errors import AxisError, ShapeError
 
 _LABELS = string.ascii_letters
 
 
-def _rank(x: Any) -> int:
-    return len(x.shape) if hasattr(x, "shape") else 0
+def _shapes(operands: Sequence[Any], context: str) -> tuple[list[Any], list[tuple[int, ...]]]:
+    """The operands as one backend's arrays, and their shapes."""
+    call = bind(operands, None, context)
+    return call.operands, [call.backend.layout(x).shape for x in call.operands]
 
 
 def _axis_list(axes: Any, name: str, context: str) -> list[int]:
@@ -45,7 +49,7 @@ def _normalise(axes: list[int], rank: int, name: str, context: str) -> list[int]
     result = []
     for axis in axes:
         if not -rank <= axis < rank:
-            raise ShapeError(f"{name} {axis} is out of range for rank {rank} in {context}")
+            raise AxisError(f"{name} {axis} is out of range for rank {rank} in {context}")
         result.append(axis % rank)
     if len(set(result)) != len(result):
         raise ShapeError(f"{name} {axes} repeats an axis in {context}")
@@ -85,7 +89,7 @@ def tensordot(a: Any, b: Any, axes: int | Sequence[Any] = 2) -> Any:
     """numpy.tensordot: sum products over the given axes of ``a`` and ``b``.
 
     Args:
-        a, b: The operands (NumPy or CuPy arrays, same kind).
+        a, b: The operands (NumPy or CuPy arrays of one kind, or array-likes).
         axes: N: the last N axes of ``a`` with the first N of ``b``; or a pair
             ``(axes_a, axes_b)`` of ints or equal-length sequences (negative allowed).
 
@@ -93,6 +97,7 @@ def tensordot(a: Any, b: Any, axes: int | Sequence[Any] = 2) -> Any:
         The free axes of ``a`` then those of ``b``, as numpy.tensordot orders them.
 
     Raises:
+        AxisError: an axis out of range.
         ShapeError: bad axes, or contracted extents that differ.
 
     Example:
@@ -101,7 +106,8 @@ def tensordot(a: Any, b: Any, axes: int | Sequence[Any] = 2) -> Any:
         >>> bool((gpu_tc.tensordot(a, b, axes=([1], [0])) == a @ b).all())
         True
     """
-    rank_a, rank_b = _rank(a), _rank(b)
+    (a, b), (shape_a, shape_b) = _shapes([a, b], f"tensordot(axes={axes!r})")
+    rank_a, rank_b = len(shape_a), len(shape_b)
     context = f"tensordot(rank {rank_a}, rank {rank_b}, axes={axes!r})"
     axes_a, axes_b = _contracted_axes(axes, rank_a, rank_b, context)
     if rank_a + rank_b - len(axes_a) > len(_LABELS):
@@ -110,10 +116,10 @@ def tensordot(a: Any, b: Any, axes: int | Sequence[Any] = 2) -> Any:
     fresh = iter(_LABELS[rank_a:])
     labels_b = [""] * rank_b
     for axis_a, axis_b in zip(axes_a, axes_b):
-        if a.shape[axis_a] != b.shape[axis_b]:
+        if shape_a[axis_a] != shape_b[axis_b]:
             raise ShapeError(
-                f"axis {axis_a} of a (extent {a.shape[axis_a]}) and axis {axis_b} of b "
-                f"(extent {b.shape[axis_b]}) are contracted but differ in {context}"
+                f"axis {axis_a} of a (extent {shape_a[axis_a]}) and axis {axis_b} of b "
+                f"(extent {shape_b[axis_b]}) are contracted but differ in {context}"
             )
         labels_b[axis_b] = labels_a[axis_a]
     labels_b = [label or next(fresh) for label in labels_b]
@@ -124,13 +130,14 @@ def tensordot(a: Any, b: Any, axes: int | Sequence[Any] = 2) -> Any:
 
 
 def transpose(a: Any, axes: Sequence[int] | None = None) -> Any:
-    """numpy.transpose, as a new array (numpy returns a view; gpu_tc permutes a copy).
+    """numpy.transpose: ``a`` with its axes permuted, as a view of it (as numpy's).
 
     Args:
-        a: The operand (NumPy or CuPy array).
+        a: The operand (NumPy or CuPy array, or an array-like).
         axes: A permutation of the axes (negative allowed); None reverses them.
 
     Raises:
+        AxisError: an axis out of range.
         ShapeError: ``axes`` is not a permutation of ``a``'s axes.
 
     Example:
@@ -138,7 +145,8 @@ def transpose(a: Any, axes: Sequence[int] | None = None) -> Any:
         >>> gpu_tc.transpose(np.arange(6.0).reshape(2, 3), (1, 0)).tolist()
         [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
     """
-    rank = _rank(a)
+    (a,), (shape,) = _shapes([a], f"transpose(axes={axes!r})")
+    rank = len(shape)
     context = f"transpose(rank {rank}, axes={axes!r})"
     if rank > len(_LABELS):
         raise ShapeError(f"{context} needs more than {len(_LABELS)} labels")
@@ -148,5 +156,7 @@ def transpose(a: Any, axes: Sequence[int] | None = None) -> Any:
         order = _normalise(_axis_list(axes, "axes", context), rank, "axis", context)
         if len(order) != rank:
             raise ShapeError(f"axes {list(axes)} do not match the {rank} axes of a in {context}")
+    if rank == 0:
+        return a  # einsum hands a 0-d result back as a scalar; numpy.transpose does not
     labels = _LABELS[:rank]
-    return permute(f"{labels}->{''.join(labels[i] for i in order)}", a)
+    return einsum(f"{labels}->{''.join(labels[i] for i in order)}", a)

@@ -18,6 +18,10 @@ from .options import BinaryOp, ReduceOp, UnaryOp
 
 _REAL_ONLY_UNARY = frozenset({UnaryOp.RELU, UnaryOp.CEIL, UnaryOp.FLOOR, UnaryOp.SIGMOID})
 _REAL_ONLY_BINARY = frozenset({BinaryOp.MAX, BinaryOp.MIN})
+# The unary operators that keep integers (and bools) integers; the rest give floats.
+_INTEGER_UNARY = frozenset({UnaryOp.IDENTITY, UnaryOp.CONJ, UnaryOp.NEG, UnaryOp.ABS,
+                            UnaryOp.RELU})
+_BOOL_UNARY = _INTEGER_UNARY - {UnaryOp.NEG}
 
 
 def _sigmoid(x: Any, out: Any = None) -> Any:
@@ -84,10 +88,19 @@ def check_op(op: Any, kind: type[enum.Enum], dtype: str, context: str) -> None:
     """Check that ``op`` is a member of the Enum ``kind`` that applies to ``dtype``.
 
     Raises:
-        DTypeError: ``op`` is not a ``kind``, or it orders values of a complex dtype.
+        DTypeError: ``op`` is not a ``kind``, it orders values of a complex dtype, or it
+            gives floating-point values from an integer or bool dtype.
     """
     if not isinstance(op, kind):
         raise DTypeError(f"{op!r} is not a {kind.__name__} in {context}")
+    integral = {"b": _BOOL_UNARY, "i": _INTEGER_UNARY, "u": _INTEGER_UNARY}.get(
+        np.dtype(dtype).kind
+    )
+    if kind is UnaryOp and integral is not None and op not in integral:
+        raise DTypeError(
+            f"UnaryOp.{op.name} is not defined for {np.dtype(dtype).name} data (it would "
+            f"give floating-point values) in {context}; cast to a float dtype first"
+        )
     complex_dtype = np.dtype(dtype).kind == "c"
     real_only = (
         op in _REAL_ONLY_UNARY

@@ -90,11 +90,10 @@ class Plan:
                 f"out does not match the out the plan for {self.subscripts!r} was prepared with"
             )
         if given is not None and self._out_layout is None:
-            if given.shape != plan.output.extents or given.dtype != plan.output.dtype:
+            if given.shape != plan.output.extents or backend.dtype(out) != plan.result:
                 raise OutputError(
                     f"out has shape {given.shape} and dtype {backend.dtype(out)} but the plan "
-                    f"for {self.subscripts!r} gives {plan.output.extents} and "
-                    f"{plan.output.dtype!r}"
+                    f"for {self.subscripts!r} gives {plan.output.extents} and {plan.result}"
                 )
         return run(plan, backend, arrays, out, UNSCALED, None)
 

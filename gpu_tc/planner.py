@@ -7,24 +7,33 @@ program (:mod:`gpu_tc.program`) and composes it over the backend's primitive pla
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Hashable
 from typing import Any
-
-import numpy as np
 
 from .cache import PLAN_CACHE
 from .call import Call
 from .compose import EinsumPlan, StagePlan
-from .errors import ShapeError
+from .dtypes import Casting, sum_promotion
+from .errors import AxisError, OptionsTypeError, ShapeError
 from .expression import expand, parse
 from .keys import ProgramKey
 from .options import DEFAULT_OPTIONS, Options
-from .problem import label_extents
+from .pairwise import DEFAULT, PathChoice
+from .problem import OperandLayout, label_extents
 from .program import build_program, stage_program, trace_program
 
 
 def einsum_plan(
-    call: Call, subscripts: str, options: Options | None, warm: bool = False
+    call: Call,
+    subscripts: str,
+    options: Options | None,
+    *,
+    dtype: Any = None,
+    casting: Casting = "safe",
+    order: str = "K",
+    path: PathChoice = DEFAULT,
+    warm: bool = False,
 ) -> EinsumPlan:
     """The cached plan of an einsum of ``call.operands``.
 
@@ -32,8 +41,10 @@ def einsum_plan(
         call: The bound call (its ``c``, if any, joins the key and the result dtype).
         subscripts: The expression.
         options: Plan options (None: the defaults).
+        dtype, casting, order: numpy.einsum's keywords (checked by the caller).
+        path: The pairwise order (see :func:`gpu_tc.pairwise.path_choice`).
         warm: Key the plan by the backend's warm key where it has one (einsum with a
-            new result and default options: the key its warm path looks up).
+            new result and every keyword at its default: the key its warm path looks up).
     """
     parsed = parse(subscripts)
     options = DEFAULT_OPTIONS if options is None else options
@@ -44,22 +55,44 @@ def einsum_plan(
     if key is None:
         key = ProgramKey(
             "einsum", parsed.canonical(), tuple(backend.layout_key(x) for x in every),
-            call.out_key(), extra, options,
+            call.out_key(), extra, options, (dtype, casting, order, path),
         )
 
     def build() -> EinsumPlan:
-        expression = expand(parsed, tuple(len(backend.layout(x).shape) for x in operands))
-        dtype = call.dtype(every)
         layouts = [backend.layout(x) for x in operands]
+        expression = expand(parsed, tuple(len(x.shape) for x in layouts))
+        dtypes = call.dtypes(every, dtype=dtype, casting=casting)
         extents = label_extents(expression, layouts)
+        layout_order = _order(order, layouts)
         output = call.output_spec(
-            expression.output, tuple(extents[x] for x in expression.output), dtype
+            expression.output, tuple(extents[x] for x in expression.output), dtypes.compute,
+            layout_order,
         )
-        strides = None if call.out is None else output.strides
-        program = build_program(expression, layouts, dtype, strides)
-        return EinsumPlan(program, backend, options, extra, PLAN_CACHE.primitives)
+        natural = call.out is None and order == "K"
+        program = build_program(
+            expression, layouts, dtypes.compute, None if natural else output.strides, path
+        )
+        return EinsumPlan(program, backend, options, extra, PLAN_CACHE.primitives,
+                          dtypes.result)
 
     return PLAN_CACHE.programs.get_or_build(key, build)
+
+
+def _order(order: str, layouts: list[OperandLayout]) -> str:
+    """numpy's ``order`` as "C" or "F" for a new result ("A": F when every operand is
+    Fortran-contiguous; "K": C where a layout must be named)."""
+    if order == "F" or (order == "A" and layouts and all(_fortran(x) for x in layouts)):
+        return "F"
+    return "C"
+
+
+def _fortran(layout: OperandLayout) -> bool:
+    step = 1
+    for extent, stride in zip(layout.shape, layout.strides):
+        if extent != 1 and stride != step:
+            return False
+        step *= extent
+    return True
 
 
 def stage_plan(
@@ -84,47 +117,66 @@ def stage_plan(
     def build() -> StagePlan:
         layouts = [backend.layout(x) for x in operands]
         expression = expand(parsed, tuple(len(x.shape) for x in layouts))
-        dtype = call.dtype()
+        dtypes = call.dtypes()
         extents = label_extents(expression, layouts)
         output = call.output_spec(
-            expression.output, tuple(extents[x] for x in expression.output), dtype
+            expression.output, tuple(extents[x] for x in expression.output), dtypes.compute
         )
         program = stage_program(kind, expression, layouts, output, operators, call.context)
         return StagePlan(program, backend, DEFAULT_OPTIONS, extra, PLAN_CACHE.primitives,
-                         call.context)
+                         call.context, dtypes.result)
 
     return PLAN_CACHE.programs.get_or_build(key, build)
 
 
-def trace_plan(call: Call, axis1: Any, axis2: Any) -> StagePlan:
-    """The cached plan of ``trace(a, axis1, axis2)``.
+def trace_plan(call: Call, offset: Any, axis1: Any, axis2: Any, dtype: Any) -> StagePlan:
+    """The cached plan of ``trace(a, offset, axis1, axis2, dtype)``, numpy.trace's rules:
+    the diagonal ``offset`` places above (below, when negative) the main one, summed
+    as numpy.sum sums (small integers and bool widen to the platform integer).
 
     Raises:
-        ShapeError: an axis is out of range, or both are the same axis.
+        AxisError: an axis is out of range.
+        ShapeError: both axes are the same axis.
+        OptionsTypeError: ``offset`` or an axis is not an integer.
     """
     backend = call.backend
     (a,) = call.operands
     layout = backend.layout(a)
     ndim = len(layout.shape)
+    diagonal = _integer("offset", offset, call.context)
     axes = []
     for name, axis in (("axis1", axis1), ("axis2", axis2)):
-        if not isinstance(axis, (int, np.integer)) or not -ndim <= axis < ndim:
-            raise ShapeError(f"{name}={axis!r} is out of range for rank {ndim} in {call.context}")
-        axes.append(int(axis) % ndim)
+        index = _integer(name, axis, call.context)
+        if not -ndim <= index < ndim:
+            raise AxisError(f"{name}={axis!r} is out of range for rank {ndim} in {call.context}")
+        axes.append(index % ndim)
     if axes[0] == axes[1]:
         raise ShapeError(f"axis1 and axis2 are both axis {axes[0]} in {call.context}")
-    dtype = call.dtype()
     extra: Hashable = backend.key_extra([a], call.context)
     key = ProgramKey(
-        "trace", "", call.layout_keys(), call.out_key(), extra, DEFAULT_OPTIONS, tuple(axes)
+        "trace", "", call.layout_keys(), call.out_key(), extra, DEFAULT_OPTIONS,
+        (diagonal, *axes, dtype),
     )
 
     def build() -> StagePlan:
+        dtypes = call.dtypes(dtype=dtype, casting="unsafe", promote=sum_promotion)
         program = trace_program(
-            layout, (axes[0], axes[1]), dtype,
-            lambda labels, extents: call.output_spec(labels, extents, dtype),
+            layout, diagonal, (axes[0], axes[1]), dtypes.compute,
+            lambda labels, extents: call.output_spec(labels, extents, dtypes.compute),
         )
         return StagePlan(program, backend, DEFAULT_OPTIONS, extra, PLAN_CACHE.primitives,
-                         call.context)
+                         call.context, dtypes.result)
 
     return PLAN_CACHE.programs.get_or_build(key, build)
+
+
+def _integer(name: str, value: Any, context: str) -> int:
+    """``value`` as an int (Python or NumPy integers only, as numpy takes axes).
+
+    Raises:
+        OptionsTypeError: it is not an integer (a TypeError, as in numpy).
+    """
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise OptionsTypeError(f"{name}={value!r} is not an integer in {context}") from None

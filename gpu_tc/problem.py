@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from .errors import ShapeError
 from .expression import Expression, show_label, symbol
 from .options import BinaryOp, ReduceOp, UnaryOp
@@ -27,7 +29,7 @@ class TensorSpec:
         labels: One unique label per axis.
         extents: The extent of each axis.
         strides: The stride of each axis, in elements (may be negative or zero).
-        dtype: The numpy dtype character ("f", "d", "F" or "D").
+        dtype: The numpy dtype character, canonical (see :func:`dtype_char`).
     """
 
     labels: str
@@ -85,11 +87,24 @@ class OperandLayout:
     dtype: str
 
 
+# Characters of dtypes that equal another's (int64 is both "l" and "q" on Linux):
+# mapped to the one numpy's type promotion returns, so equal dtypes compare equal.
+_SAME_DTYPE = {c: np.dtype(np.dtype(c).str).char for c in "qQlLiI"}
+
+
+def dtype_char(dtype: Any) -> str:
+    """The canonical character of ``dtype``: equal dtypes get the same one."""
+    char = np.dtype(dtype).char
+    return _SAME_DTYPE.get(char, char)
+
+
 def array_layout(array: Any) -> OperandLayout:
     """Shape, strides in elements and dtype character of a NumPy or CuPy array."""
     itemsize = array.itemsize
+    char = array.dtype.char
     return OperandLayout(
-        tuple(array.shape), tuple(s // itemsize for s in array.strides), array.dtype.char
+        tuple(array.shape), tuple(s // itemsize for s in array.strides),
+        _SAME_DTYPE.get(char, char),
     )
 
 

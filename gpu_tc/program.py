@@ -1,9 +1,10 @@
 """Lower a bound call onto primitive problems: the program, as plain data.
 
 An einsum becomes operand preparations (casts, diagonal views, early reductions),
-pairwise contraction steps and a final stage; the pairwise order comes from opt_einsum.
+pairwise contraction steps and a final stage.
 Labels found in one operand only and not in the output are reduced before any
 contraction, so every contraction step has batch, contracted and free labels only.
+The pairwise order comes from :mod:`gpu_tc.pairwise` (numpy's ``optimize``).
 A permutation, reduction, element-wise operation or trace becomes one stage with its
 operand preparations. :mod:`gpu_tc.compose` runs programs on a backend.
 """
@@ -14,12 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from opt_einsum import paths as oe_paths
-
 from .errors import ExpressionError
 from .expression import Expression, show_label, symbol
 from .operators import check_op
 from .options import BinaryOp, ReduceOp, UnaryOp
+from .pairwise import DEFAULT, PathChoice, contraction_pairs
 from .problem import (
     ContractionProblem,
     ElementwiseProblem,
@@ -44,12 +44,15 @@ class OperandPrep:
         view: Take the strided view ``spec`` (a diagonal, or broadcast axes dropped).
         spec: The layout after the cast and the view.
         reduction: Sum away the labels no other operand or the output needs.
+        start: The index, in the operand, of the view's first element (a trace's
+            diagonal off the main one); () for its first element.
     """
 
     cast: bool
     view: bool
     spec: TensorSpec
     reduction: ReductionProblem | None
+    start: tuple[int, ...] = ()
 
     @property
     def result(self) -> TensorSpec:
@@ -92,18 +95,21 @@ def build_program(
     layouts: Sequence[OperandLayout],
     dtype: str,
     output_strides: tuple[int, ...] | None,
+    path: PathChoice = DEFAULT,
 ) -> EinsumProgram:
     """Plan the einsum of operands with these layouts.
 
     Args:
         expression: The expanded expression.
         layouts: Raw shape, strides (elements) and dtype of each operand.
-        dtype: The compute and result dtype character.
-        output_strides: The strides of ``out`` in elements, or None for a new
-            C-ordered result.
+        dtype: The compute dtype character (that of the result the plan writes).
+        output_strides: The strides of the result in elements, or None for a new
+            result in the layout the last contraction writes best.
+        path: The pairwise order (see :func:`gpu_tc.pairwise.path_choice`).
 
     Raises:
         ShapeError: extents disagree (see :func:`gpu_tc.problem.label_extents`).
+        PathError: an explicit path does not contract these operands.
     """
     extents = label_extents(expression, layouts)
     out_extents = tuple(extents[x] for x in expression.output)
@@ -139,7 +145,9 @@ def build_program(
         )
 
     new_output = output_strides is None
-    steps = _pairwise_steps([p.result for p in preps], output, extents, new_output)
+    context = f"einsum({expression.text!r})"
+    steps = _pairwise_steps([p.result for p in preps], output, extents, new_output, path,
+                            context)
     last = steps[-1].problem
     flipped = None
     if new_output:
@@ -212,18 +220,19 @@ def natural_outputs(a: TensorSpec, b: TensorSpec, output: TensorSpec) -> tuple[T
 
 
 def _pairwise_steps(
-    specs: list[TensorSpec], output: TensorSpec, extents: dict[str, int], new_output: bool
+    specs: list[TensorSpec], output: TensorSpec, extents: dict[str, int], new_output: bool,
+    path: PathChoice, context: str,
 ) -> tuple[Step, ...]:
-    """The contraction steps; with ``new_output`` the last writes the GEMM's own layout."""
-    path = oe_paths.auto(
-        [frozenset(s.labels) for s in specs], frozenset(output.labels), dict(extents)
-    )
+    """The contraction steps in the order ``path`` gives; with ``new_output`` the last
+    writes the GEMM's own layout."""
+    pairs = contraction_pairs(path, [s.labels for s in specs], output.labels, extents, context)
     working = list(specs)
+    ids = list(range(len(specs)))  # the tensor id of each entry of ``working``
     steps = []
-    for pair in path:
-        lhs, rhs = sorted(pair)
+    for x, y in pairs:
+        lhs, rhs = sorted((ids.index(x), ids.index(y)))
         a, b = working[lhs], working[rhs]
-        del working[rhs], working[lhs]
+        del working[rhs], working[lhs], ids[rhs], ids[lhs]
         if not working:
             d = natural_output(a, b, output) if new_output else output
         else:
@@ -233,6 +242,7 @@ def _pairwise_steps(
             d = contiguous_spec(labels, [extents[x] for x in labels], output.dtype)
         steps.append(Step(lhs, rhs, ContractionProblem(a, b, d)))
         working.append(d)
+        ids.append(len(specs) + len(steps) - 1)
     return tuple(steps)
 
 
@@ -305,15 +315,18 @@ def stage_program(
 
 def trace_program(
     layout: OperandLayout,
+    offset: int,
     axes: tuple[int, int],
     dtype: str,
     output_for: Callable[[str, tuple[int, ...]], TensorSpec],
 ) -> StageProgram:
     """The reduction of a strided view of a diagonal (the two axes' strides added, no
-    copy), as numpy.trace computes it; non-square axes use the shorter extent.
+    copy), as numpy.trace computes it.
 
     Args:
         layout: The operand's layout.
+        offset: The diagonal: entries (i, i + offset) of the two axes; past either edge
+            it is empty and the sum 0.
         axes: The two axes (normalised, distinct).
         dtype: The compute dtype (another operand dtype means a cast first).
         output_for: ``output_for(labels, extents)`` gives the result's layout.
@@ -322,7 +335,11 @@ def trace_program(
     kept = [i for i in range(ndim) if i not in axes]
     labels = "".join(symbol(i) for i in kept) + symbol(ndim)
     extents = {labels[j]: layout.shape[i] for j, i in enumerate(kept)}
-    extents[labels[-1]] = min(layout.shape[axes[0]], layout.shape[axes[1]])
+    first, second = (layout.shape[i] for i in axes)
+    extents[labels[-1]] = max(0, min(first - max(0, -offset), second - max(0, offset)))
+    start = [0] * ndim
+    if extents[labels[-1]]:  # an empty diagonal needs no start (it may lie past the edge)
+        start[axes[0]], start[axes[1]] = max(0, -offset), max(0, offset)
     source = layout
     if layout.dtype != dtype:  # cast first: a C-ordered copy
         term = "".join(symbol(i) for i in range(ndim))
@@ -331,7 +348,6 @@ def trace_program(
     strides = [source.strides[i] for i in kept] + [sum(source.strides[i] for i in axes)]
     diagonal = OperandLayout(tuple(extents[x] for x in labels), tuple(strides), dtype)
     spec = prepare_operand(labels, diagonal, dtype, extents).spec
-    prep = OperandPrep(layout.dtype != dtype, True, spec, None)
+    prep = OperandPrep(layout.dtype != dtype, True, spec, None, tuple(start) if any(start) else ())
     output = output_for(labels[:-1], spec.extents[:-1])
     return StageProgram(ReductionProblem(spec, output), (prep,))
-

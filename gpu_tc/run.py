@@ -1,16 +1,20 @@
 """Execute a composed plan into ``out``, a new result, or through a temporary.
 
 A plan writes exactly the output layout it was built for (a GEMM's leading dimension
-or a cuTENSOR descriptor has the strides built in), so an ``out`` the plan cannot
-write in place (it overlaps an operand, or has other strides) gets the result through
-a temporary laid out as the plan's output, then a copy.
+or a cuTENSOR descriptor has the strides built in) in its compute dtype, so an ``out``
+the plan cannot write in place (it overlaps an operand, has other strides or another
+dtype) gets the result through a temporary laid out as the plan's output, then a copy
+that casts; so does a new result of another dtype than the compute dtype (float16).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Protocol
+
+import numpy as np
 
 from .backend import UNSCALED, Backend, Scalars
 from .problem import TensorSpec
@@ -20,6 +24,8 @@ class Composed(Protocol):
     """What :func:`run` needs of a composed plan (EinsumPlan, StagePlan)."""
 
     fast: Any
+    result: np.dtype[Any]  # the dtype the caller gets
+    converts: bool  # whether it differs from the output's (compute) dtype
 
     @property
     def output(self) -> TensorSpec:
@@ -77,11 +83,16 @@ def run(
             return backend.finish(fast(*operands))
         result = allocate(backend, plan.output)
         plan.execute(operands, result, scalars, addend)
+        if plan.converts:
+            work, result = result, allocate(backend, replace(plan.output, dtype=plan.result.char))
+            backend.copy_into(work, result)
         return backend.finish(result)
     if addend is not None and addend is not out and backend.overlaps(out, addend):
         addend = backend.cast(addend, plan.output.dtype)
-    aside = plan.output.strides != backend.layout(out).strides or any(
-        backend.overlaps(out, x) for x in operands
+    aside = (
+        plan.converts
+        or plan.output.strides != backend.layout(out).strides
+        or any(backend.overlaps(out, x) for x in operands)
     )
     if not aside:
         plan.execute(operands, out, scalars, addend)

@@ -340,7 +340,9 @@ def test_trace_axes_and_views(global_cache, rng):
             (a[:, ::-1], 2, 1),
         ]
     ]
-    calls = [lambda args=args: gpu_tc.trace(*args) for args, _ in cases]
+    calls = [
+        lambda args=args: gpu_tc.trace(args[0], axis1=args[1], axis2=args[2]) for args, _ in cases
+    ]
     _alternate(calls, [expected for _, expected in cases])
 
 

@@ -414,13 +414,11 @@ def test_out_partially_overlaps_input(backend, rng):
 @pytest.mark.parametrize(
     "subscripts, shapes",
     [
-        pytest.param("ij->ij", [(3, 4)], id="identity"),
-        pytest.param("ij->ji", [(3, 4)], id="transpose"),
-        pytest.param("ii->i", [(3, 3)], id="diagonal"),
         pytest.param("ij,jk->ik", [(3, 4), (4, 5)], id="gemm"),
         pytest.param("i,j->ij", [(3,), (4,)], id="outer"),
         pytest.param(",ij->ij", [(), (3, 4)], id="scalar-times"),
         pytest.param("ij,ij->ij", [(3, 4), (3, 4)], id="hadamard"),
+        pytest.param("ij->i", [(3, 4)], id="row-sums"),
     ],
 )
 def test_result_is_a_new_array(subscripts, shapes, rng):
@@ -433,6 +431,42 @@ def test_result_is_a_new_array(subscripts, shapes, rng):
         got[...] = 123.0
         for x, before in zip(operands, saved):
             np.testing.assert_array_equal(x, before)
+
+
+@pytest.mark.parametrize(
+    "subscripts, shape",
+    [
+        pytest.param("ij->ij", (3, 4), id="identity"),
+        pytest.param("ij->ji", (3, 4), id="transpose"),
+        pytest.param("ii->i", (3, 3), id="diagonal"),
+        pytest.param("jii->ij", (2, 3, 3), id="diagonal-reordered"),
+        pytest.param("...ii->...i", (2, 3, 3), id="diagonal-ellipsis"),
+    ],
+)
+def test_one_operand_reordered_is_a_view_as_in_numpy(subscripts, shape):
+    """numpy.einsum returns a writable view of the operand when the result only reorders
+    or diagonalises it (same base, same values); so does gpu_tc, cold and warm."""
+    for _ in range(2):
+        a = np.arange(np.prod(shape), dtype=float).reshape(shape)
+        got, expected = gpu_tc.einsum(subscripts, a), np.einsum(subscripts, a)
+        assert got.base is a.base and expected.base is a.base
+        np.testing.assert_array_equal(got, expected)
+        assert got.strides == expected.strides
+        got[...] = -1.0  # written through, as numpy's view is
+        np.testing.assert_array_equal(np.einsum(subscripts, a), -1.0)
+
+
+def test_one_operand_view_only_where_numpy_gives_one(rng):
+    """A cast (dtype=), a fixed order, or out= give a new array, as in numpy."""
+    a = rng.standard_normal((3, 4))
+    for kwargs in ({"dtype": np.complex128}, {"order": "C"}, {"order": "F"}):
+        got = gpu_tc.einsum("ij->ji", a, **kwargs)
+        assert not np.shares_memory(got, a)
+        np.testing.assert_array_equal(got, a.T)
+    read_only = a.copy()
+    read_only.flags.writeable = False
+    view = gpu_tc.einsum("ij->ji", read_only)
+    assert np.shares_memory(view, read_only) and not view.flags.writeable
 
 
 def test_many_labels_and_operands(rng):

@@ -77,8 +77,11 @@ def test_parse_is_cached():
     "subscripts, message",
     [
         ("i1,j", r"invalid label '1' in term 'i1' of 'i1,j'"),
-        ("a.b", r"invalid label '\.'"),
-        ("a..b", r"invalid label '\.'"),
+        ("a.b", r"term 'a\.b' has a '\.' that is not part of an ellipsis"),
+        ("a..b", r"'\.' that is not part of an ellipsis"),
+        ("a. ..->", r"'\.' that is not part of an ellipsis"),
+        ("i\tj", r"invalid label"),
+        ("ij- >", r"'->'"),
         ("a-b", r"'->'"),
         ("a>b", r"'->'"),
         ("ab->a->b", r"'->'"),
@@ -267,7 +270,7 @@ def test_from_interleaved_agrees_with_numpy():
 @pytest.mark.parametrize(
     "args, message",
     [
-        ([np.ones(2), [52]], r"sublist entry 52 in \[52\] must be an int in \[0, 52\)"),
+        ([np.ones(2), [52]], r"sublist entry 52 in \[52\] is not within the valid range \[0, 52\)"),
         ([np.ones(2), [-1]], r"sublist entry -1"),
         ([np.ones(2), ["a"]], r"sublist entry 'a'"),
         ([np.ones(2), [1.0]], r"sublist entry 1\.0"),

@@ -183,7 +183,7 @@ def test_fuzz_trace(shape, axes, view, dtype, seed):
     axis1 = axes.draw(st.integers(-rank, rank - 1))
     axis2 = axes.draw(st.integers(-rank, rank - 1).filter(lambda x: x % rank != axis1 % rank))
     a = view_of(np.random.default_rng(seed), tuple(shape), view, dtype)
-    got = gpu_tc.trace(a, axis1, axis2)
+    got = gpu_tc.trace(a, axis1=axis1, axis2=axis2)
     expected = np.trace(a, axis1=axis1, axis2=axis2)
     assert got.dtype == expected.dtype and np.shape(got) == np.shape(expected)
     assert_close(got, expected, dtype, np.trace(np.abs(a), axis1=axis1, axis2=axis2))

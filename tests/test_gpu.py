@@ -232,7 +232,7 @@ def test_elementwise_stages_c_when_no_operand_has_the_output_layout(cp, rng):
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_trace(cp, rng, dtype, layout):
     (a,), (da,) = both(cp, rng, [(5, 5, 3)], dtype, layout)
-    got = gpu_tc.trace(da, 0, 1)
+    got = gpu_tc.trace(da, axis1=0, axis2=1)
     check(cp.asnumpy(got), np.trace(a, axis1=0, axis2=1), dtype)
 
 

@@ -101,11 +101,33 @@ def test_transpose_matches_numpy(rng, shape, axes, dtype):
     np.testing.assert_array_equal(got, expected)
 
 
-def test_transpose_returns_a_new_array(rng):
+def test_transpose_returns_a_view_as_numpy(rng):
     a = rng.standard_normal((3, 4))
     got = gpu_tc.transpose(a)
-    assert not np.shares_memory(got, a)
+    owner = a if a.base is None else a.base
+    assert got.base is owner and np.transpose(a).base is owner
+    assert got.strides == a.T.strides
     np.testing.assert_array_equal(got, a.T)
+    got[0, 0] = 7.0  # writes through, as numpy's view does
+    assert a[0, 0] == 7.0
+    zero_d = np.array(3.0)
+    assert gpu_tc.transpose(zero_d).shape == () and gpu_tc.transpose(zero_d) == 3.0
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.float64, bool])
+def test_tensordot_and_transpose_take_nested_lists(dtype):
+    """numpy.asarray's inputs, as numpy (opt_einsum hands lists to its backend)."""
+    a = np.arange(6).reshape(2, 3).astype(dtype)
+    b = np.arange(12).reshape(3, 4).astype(dtype)
+    got = gpu_tc.tensordot(a.tolist(), b.tolist(), axes=1)
+    expected = np.tensordot(a.tolist(), b.tolist(), axes=1)
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+    got = gpu_tc.transpose(a.tolist(), (1, 0))
+    expected = np.transpose(a.tolist(), (1, 0))
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+    assert gpu_tc.tensordot(2, 3, axes=0) == 6
 
 
 def test_transpose_of_a_strided_view(rng):

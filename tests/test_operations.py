@@ -505,7 +505,7 @@ TRACES = [
 @pytest.mark.parametrize("shape, axis1, axis2", TRACES)
 def test_trace(shape, axis1, axis2, dtype, backend, rng):
     a = random_array(rng, shape, dtype)
-    got = gpu_tc.trace(to_backend(a, backend), axis1, axis2)
+    got = gpu_tc.trace(to_backend(a, backend), axis1=axis1, axis2=axis2)
     expected = np.trace(a.astype(np.complex128), axis1=axis1, axis2=axis2)
     expected_numpy = np.trace(a, axis1=axis1, axis2=axis2)
     assert got.dtype == expected_numpy.dtype
@@ -524,7 +524,7 @@ def test_trace_of_views_and_out(backend, rng):
         (x[1:, 2:, 3:], host[1:, 2:, 3:]),
     ]:
         out = to_backend(np.zeros((view.shape[1],), np.float32), backend)
-        got = gpu_tc.trace(view, 0, 2, out=out)
+        got = gpu_tc.trace(view, axis1=0, axis2=2, out=out)
         assert got is out
         assert_close(
             out,
@@ -537,7 +537,8 @@ def test_trace_of_views_and_out(backend, rng):
 def test_trace_handcomputed():
     a = np.arange(12.0).reshape(3, 4)
     assert gpu_tc.trace(a) == 0 + 5 + 10
-    np.testing.assert_array_equal(gpu_tc.trace(np.arange(8.0).reshape(2, 2, 2), 0, 2), [5, 9])
+    got = gpu_tc.trace(np.arange(8.0).reshape(2, 2, 2), axis1=0, axis2=2)
+    np.testing.assert_array_equal(got, [5, 9])
 
 
 def test_trace_large_operand_reads_only_the_diagonal(rng):

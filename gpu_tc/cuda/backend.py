@@ -120,9 +120,14 @@ class GpuBackend:
         """A C-ordered copy of ``array`` in ``dtype``."""
         return array.astype(dtype, order="C", copy=True)
 
-    def view(self, array: cupy.ndarray, spec: TensorSpec, writable: bool = False) -> cupy.ndarray:
-        """A view with the extents and strides (in elements) of ``spec`` (CuPy views are
-        always writable)."""
+    def view(
+        self, array: cupy.ndarray, spec: TensorSpec, writable: bool = False,
+        start: tuple[int, ...] = (),
+    ) -> cupy.ndarray:
+        """A view with the extents and strides (in elements) of ``spec``, from the
+        element of index ``start`` (CuPy views are always writable)."""
+        if start:
+            array = array[tuple(slice(i, None) for i in start)]
         itemsize = array.itemsize
         return as_strided(array, spec.extents, tuple(s * itemsize for s in spec.strides))
 
@@ -131,8 +136,8 @@ class GpuBackend:
         return bool(cupy.may_share_memory(a, b))
 
     def copy_into(self, source: cupy.ndarray, destination: cupy.ndarray) -> None:
-        """Copy ``source`` into ``destination`` on the current stream."""
-        cupy.copyto(destination, source)
+        """Copy ``source`` into ``destination``, cast to its dtype, on the current stream."""
+        cupy.copyto(destination, source, casting="unsafe")
 
     def finish(self, result: cupy.ndarray) -> cupy.ndarray:
         """The result itself: a 0-d result stays a 0-d CuPy array, as in cupy.einsum."""
