@@ -1,9 +1,10 @@
 """GpuBackend: CuPy arrays, planned onto cuTENSOR 2.x and cuBLAS.
 
 Imported only when CuPy arrays reach the core (so CuPy is already imported). Route
-choice per contraction: an empty result or sum, then cuBLAS when the problem maps
-onto one GEMM without a copy (and ``Options.allow_cublas``, and libcublas loads),
-else cuTENSOR; every plan records its route and the reason. A library that does not
+choice per contraction: an empty result or sum; bool and integer data on CuPy's own
+kernels (:mod:`gpu_tc.cuda.integer`); then cuBLAS when the problem maps onto one GEMM
+without a copy (and ``Options.allow_cublas``, and libcublas loads), else cuTENSOR;
+every plan records its route and the reason. A library that does not
 load costs its routes only (:mod:`gpu_tc.cuda.libraries`).
 """
 
@@ -31,6 +32,13 @@ from . import libraries
 from .descriptors import extra_key
 from .empty import EmptyPlan, EmptySumContractionPlan, EmptySumReductionPlan
 from .gemm_route import cublas_gemm
+from .integer import (
+    IntegerContractionPlan,
+    IntegerElementwisePlan,
+    IntegerPermutationPlan,
+    IntegerReductionPlan,
+    integral,
+)
 
 
 def _cutensor_plans() -> Any:
@@ -144,12 +152,14 @@ class GpuBackend:
         return result
 
     def contraction_plan(self, problem: ContractionProblem, options: Options) -> Any:
-        """An empty-sum, cuBLAS or cuTENSOR plan, with its route and reason."""
+        """An empty-sum, CuPy (integers), cuBLAS or cuTENSOR plan, with its route and reason."""
         extents = problem.a.extents + problem.b.extents + problem.d.extents
         if 0 in problem.d.extents:
             return EmptyPlan("the result is empty")
         if 0 in extents:
             return EmptySumContractionPlan()
+        if integral(problem.d.dtype):
+            return IntegerContractionPlan(problem)
         device = cupy.cuda.runtime.getDevice()
         if not options.allow_cublas:
             why = "Options.allow_cublas is False"
@@ -167,25 +177,31 @@ class GpuBackend:
         return plans.CutensorContractionPlan(problem, options, device, why)
 
     def permutation_plan(self, problem: PermutationProblem, options: Options) -> Any:
-        """A cuTENSOR permutation (nothing to do when B is empty)."""
+        """A cuTENSOR permutation (CuPy's copy for integers; nothing when B is empty)."""
         if 0 in problem.b.extents:
             return EmptyPlan("the result is empty")
+        if integral(problem.b.dtype):
+            return IntegerPermutationPlan(problem)
         plans, _ = _cutensor_plans()
         return plans.CutensorPermutationPlan(problem, cupy.cuda.runtime.getDevice())
 
     def reduction_plan(self, problem: ReductionProblem, options: Options) -> Any:
-        """A cuTENSOR reduction on A's (possibly diagonal) view."""
+        """A cuTENSOR reduction on A's (possibly diagonal) view (CuPy's for integers)."""
         if 0 in problem.d.extents:
             return EmptyPlan("the result is empty")
         if 0 in problem.a.extents:
             return EmptySumReductionPlan(problem)
+        if integral(problem.d.dtype):
+            return IntegerReductionPlan(problem)
         plans, _ = _cutensor_plans()
         return plans.CutensorReductionPlan(problem, options, cupy.cuda.runtime.getDevice())
 
     def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> Any:
-        """A cuTENSOR element-wise binary or trinary operation."""
+        """A cuTENSOR element-wise binary or trinary operation (CuPy's ufuncs for integers)."""
         if 0 in problem.d.extents:
             return EmptyPlan("the result is empty")
+        if integral(problem.d.dtype):
+            return IntegerElementwisePlan(problem)
         _, elementwise = _cutensor_plans()
         return elementwise.CutensorElementwisePlan(problem, cupy.cuda.runtime.getDevice())
 

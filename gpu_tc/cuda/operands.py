@@ -39,9 +39,11 @@ def check_device(device: int, arrays: Iterable[Any], context: str) -> None:
             )
 
 
-def plain_scalar(value: complex, dtype: str) -> complex | float:
-    """``value`` as a Python number of a real or complex dtype (the imaginary part of
-    a real dtype's scalar is zero, checked by the core)."""
+def plain_scalar(value: complex, dtype: str) -> complex | float | int:
+    """``value`` as a Python number of ``dtype``'s kind (the imaginary part of a real
+    dtype's scalar is zero, and an integer dtype's scalar whole, checked by the core)."""
+    if np.dtype(dtype).kind in "biu":
+        return int(value.real) if isinstance(value, complex) else int(value)
     number = complex(value)
     return number.real if dtype in "fd" else number
 

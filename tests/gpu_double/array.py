@@ -245,6 +245,16 @@ class ndarray:  # noqa: N801 - CuPy's name
             keepdims: bool = False) -> ndarray:
         return _reduce(np.sum, self, axis, dtype, keepdims)
 
+    def prod(self, axis: Any = None, dtype: Any = None, out: Any = None,
+             keepdims: bool = False) -> ndarray:
+        return _reduce(np.prod, self, axis, dtype, keepdims)
+
+    def any(self, axis: Any = None, out: Any = None, keepdims: bool = False) -> ndarray:
+        return _reduce(np.any, self, axis, None, keepdims)
+
+    def all(self, axis: Any = None, out: Any = None, keepdims: bool = False) -> ndarray:
+        return _reduce(np.all, self, axis, None, keepdims)
+
     def max(self, axis: Any = None, out: Any = None, keepdims: bool = False) -> ndarray:
         return _reduce(np.max, self, axis, None, keepdims)
 

@@ -2,6 +2,7 @@
 
 from gpu_double.array import ndarray  # noqa: F401
 from gpu_double.functions import (  # noqa: F401
+    absolute,
     add,
     arange,
     array,
@@ -20,7 +21,9 @@ from gpu_double.functions import (  # noqa: F401
     get_array_module,
     get_default_memory_pool,
     matmul,
+    maximum,
     may_share_memory,
+    minimum,
     multiply,
     negative,
     ones,
@@ -42,6 +45,9 @@ from numpy import (  # noqa: F401 - CuPy re-exports NumPy's scalar types
     int64,
     result_type,
     uint8,
+    uint16,
+    uint32,
+    uint64,
 )
 
 from . import cuda, lib  # noqa: F401

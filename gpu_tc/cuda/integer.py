@@ -1,0 +1,168 @@
+"""Plans for bool and integer dtypes: CuPy's own kernels.
+
+cuTENSOR contracts, reduces and permutes floating-point data only (its compute
+descriptors are floating-point types) and cuBLAS has no exact integer GEMM, so bool
+and integer problems run on CuPy: cupy.einsum for contractions (CuPy's integer
+matrix product), ndarray reductions, and ufuncs. Integers wrap around as NumPy's do;
+a bool sum of products is a logical or of ands, counted in int64 and compared with 0.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Sequence
+from typing import Any
+
+import cupy
+import numpy as np
+
+from gpu_tc.backend import PlanDefaults, Scalars
+from gpu_tc.options import BinaryOp, ReduceOp, UnaryOp
+from gpu_tc.problem import (
+    ContractionProblem,
+    ElementwiseProblem,
+    PermutationProblem,
+    ReductionProblem,
+    TensorSpec,
+)
+
+WHY = "cuTENSOR has no integer or bool arithmetic: CuPy's own kernels"
+
+
+def integral(dtype: str) -> bool:
+    """Whether ``dtype`` is bool or an integer (the dtypes these plans serve)."""
+    return np.dtype(dtype).kind in "biu"
+
+
+def _unary(op: UnaryOp, x: Any, out: Any = None) -> Any:
+    """op(x) for the operators that keep integers integral (see gpu_tc.operators)."""
+    if op is UnaryOp.NEG:
+        return cupy.negative(x, out=out)
+    if op is UnaryOp.ABS:
+        return cupy.absolute(x, out=out)
+    if op is UnaryOp.RELU:
+        return cupy.maximum(x, 0, out=out)
+    if out is None:
+        return x  # IDENTITY, and CONJ of a real value
+    cupy.copyto(out, x)
+    return out
+
+
+def _binary(op: BinaryOp, x: Any, y: Any, out: Any = None) -> Any:
+    function = {BinaryOp.ADD: cupy.add, BinaryOp.MUL: cupy.multiply,
+                BinaryOp.MAX: cupy.maximum, BinaryOp.MIN: cupy.minimum}[op]
+    return function(x, y, out=out)
+
+
+def _combine(value: Any, d: Any, alpha: Any, beta: Any, c: Any) -> None:
+    """d = alpha * value + beta * c (``value`` laid out as ``d``; c read when beta != 0)."""
+    if alpha != 1:
+        value = cupy.multiply(value, alpha)
+    if beta == 0 or c is None:
+        cupy.copyto(d, value, casting="unsafe")
+        return
+    if c is not d:
+        cupy.multiply(c, beta, out=d)
+    elif beta != 1:
+        cupy.multiply(d, beta, out=d)
+    cupy.add(d, value, out=d)
+
+
+class _CupyPlan(PlanDefaults):
+    route = "cupy"
+    reason = WHY
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(route={self.route!r}, reason={self.reason!r})"
+
+
+class IntegerContractionPlan(_CupyPlan):
+    """D = alpha * A B + beta * C by cupy.einsum."""
+
+    def __init__(self, problem: ContractionProblem) -> None:
+        a, b, d = problem.a, problem.b, problem.d
+        letters = dict(zip(dict.fromkeys(a.labels + b.labels + d.labels), string.ascii_letters))
+        self._subscripts = ",".join(
+            "".join(letters[x] for x in spec.labels) for spec in (a, b)
+        ) + "->" + "".join(letters[x] for x in d.labels)
+        self._counts = d.dtype == "?"
+        self.reason = f"{WHY} (cupy.einsum{', bools counted in int64' if self._counts else ''})"
+
+    def execute(self, inputs: Sequence[Any], d: Any, scalars: Scalars, c: Any) -> None:
+        """Write the contraction into ``d``."""
+        a, b = inputs
+        if self._counts:
+            a, b = a.astype(cupy.int64), b.astype(cupy.int64)
+        product = cupy.einsum(self._subscripts, a, b)
+        if self._counts:
+            product = product != 0
+        _combine(product, d, scalars.alpha, scalars.beta, c)
+
+
+class IntegerPermutationPlan(_CupyPlan):
+    """B = alpha * op(A) with B's axes reordered: a strided CuPy copy."""
+
+    def __init__(self, problem: PermutationProblem) -> None:
+        self._perm = tuple(problem.a.labels.index(x) for x in problem.b.labels)
+        self._op = problem.op_a
+
+    def execute(self, inputs: Sequence[Any], b: Any, scalars: Scalars, addend: Any) -> None:
+        """Write alpha * op(a), permuted, into ``b``."""
+        _unary(self._op, inputs[0].transpose(self._perm), out=b)
+        if scalars.alpha != 1:
+            cupy.multiply(b, scalars.alpha, out=b)
+
+
+class IntegerReductionPlan(_CupyPlan):
+    """D = alpha * reduce(op(A)) + beta * C by ndarray reductions (any/all for bool)."""
+
+    def __init__(self, problem: ReductionProblem) -> None:
+        a, d = problem.a, problem.d
+        self._axes = tuple(i for i, x in enumerate(a.labels) if x not in d.labels)
+        self._d_as_a = tuple(d.labels.index(x) for x in a.labels if x in d.labels)
+        self._op = problem.op_a
+        self._method, self._dtype = _REDUCTIONS[problem.op_reduce, d.dtype == "?"], d.dtype
+
+    def execute(self, inputs: Sequence[Any], d: Any, scalars: Scalars, c: Any) -> None:
+        """Write the reduction into ``d``."""
+        x = _unary(self._op, inputs[0])
+        method = getattr(x, self._method)
+        folded = method(axis=self._axes, dtype=self._dtype) if self._method in ("sum", "prod") \
+            else method(axis=self._axes)
+        _combine(folded, d.transpose(self._d_as_a), scalars.alpha, scalars.beta,
+                 None if c is None else c.transpose(self._d_as_a))
+
+
+# (operator, bool data) -> the ndarray method that folds it.
+_REDUCTIONS = {
+    (ReduceOp.SUM, False): "sum", (ReduceOp.PROD, False): "prod",
+    (ReduceOp.MAX, False): "max", (ReduceOp.MIN, False): "min",
+    (ReduceOp.SUM, True): "any", (ReduceOp.PROD, True): "all",
+    (ReduceOp.MAX, True): "any", (ReduceOp.MIN, True): "all",
+}
+
+
+class IntegerElementwisePlan(_CupyPlan):
+    """D = op_abc(op_ab(alpha op_a(A), beta op_b(B)), gamma op_c(C)) by CuPy ufuncs."""
+
+    def __init__(self, problem: ElementwiseProblem) -> None:
+        self.problem = problem
+
+    def execute(self, inputs: Sequence[Any], d: Any, scalars: Scalars, addend: Any) -> None:
+        """Write the result into ``d`` (inputs: A, C or A, B, C)."""
+        p = self.problem
+        left = self._scaled(inputs[0], p.a, p.op_a, scalars.alpha)
+        if p.b is not None:
+            right = self._scaled(inputs[1], p.b, p.op_b, scalars.beta)
+            left = _binary(p.op_ab, left, right)
+        last = self._scaled(inputs[-1], p.c, p.op_c, scalars.gamma)
+        _binary(p.op_abc, left, last, out=d)
+
+    def _scaled(self, x: Any, spec: TensorSpec, op: UnaryOp, scale: Any) -> Any:
+        """scale * op(x), its axes in D's order with extent 1 for labels it lacks."""
+        d = self.problem.d
+        present = [label for label in d.labels if label in spec.labels]
+        x = x.transpose([spec.labels.index(label) for label in present])
+        x = x.reshape([spec.extent(label) if label in spec.labels else 1 for label in d.labels])
+        x = _unary(op, x)
+        return x if scale == 1 else cupy.multiply(x, scale)
