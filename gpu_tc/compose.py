@@ -53,13 +53,13 @@ def primitive_plan(
 
 
 class _Prepared:
-    """Per-call preparation of one operand: cast, strided view, early reduction."""
+    """Per-call preparation of one operand: strided view, cast, early reduction."""
 
     __slots__ = ("cast", "view", "start", "reduction", "extents")
 
     def __init__(self, prep: OperandPrep, reduction: PrimitivePlan | None) -> None:
         self.cast = prep.cast
-        self.view = prep.spec if prep.view else None
+        self.view = prep.view
         self.start = prep.start
         self.reduction = reduction
         self.extents = prep.result.extents
@@ -69,10 +69,10 @@ class _Prepared:
         return not self.cast and self.view is None and self.reduction is None
 
     def __call__(self, backend: Backend, x: Any, dtype: str) -> Any:
-        if self.cast:
-            x = backend.cast(x, dtype)
         if self.view is not None:
             x = backend.view(x, self.view, start=self.start)
+        if self.cast:
+            x = backend.cast(x, dtype)
         if self.reduction is not None:
             reduced = backend.empty(self.extents, dtype)
             self.reduction.execute((x,), reduced, UNSCALED, None)

@@ -40,16 +40,17 @@ class OperandPrep:
     """How one operand becomes a tensor with unique labels of the compute dtype.
 
     Attributes:
-        cast: Copy it to the compute dtype (C order) first.
-        view: Take the strided view ``spec`` (a diagonal, or broadcast axes dropped).
-        spec: The layout after the cast and the view.
+        view: The strided view of the operand to take first (a diagonal, or broadcast
+            axes dropped), in the operand's own dtype; None for none.
+        cast: Then copy it into the compute dtype (C order): only what the view reaches.
+        spec: The layout after the view and the cast.
         reduction: Sum away the labels no other operand or the output needs.
         start: The index, in the operand, of the view's first element (a trace's
             diagonal off the main one); () for its first element.
     """
 
+    view: TensorSpec | None
     cast: bool
-    view: bool
     spec: TensorSpec
     reduction: ReductionProblem | None
     start: tuple[int, ...] = ()
@@ -167,17 +168,22 @@ def prepare_operand(
     Args:
         term: The operand's labels, one per axis (repeats allowed).
         layout: Its raw layout.
-        dtype: The compute dtype; another dtype means a cast (a C-ordered copy).
+        dtype: The compute dtype; another dtype means a cast (a C-ordered copy of
+            what the view reaches).
         extents: The broadcast extent of every label.
     """
-    cast = layout.dtype != dtype
-    if cast:
-        layout = OperandLayout(
-            layout.shape, contiguous_spec(term, layout.shape, dtype).strides, dtype
-        )
     spec = operand_spec(term, layout, extents)
-    view = spec.labels != term or spec.strides != layout.strides
-    return OperandPrep(cast, view, spec, None)
+    view = spec if spec.labels != term or spec.strides != layout.strides else None
+    return _cast_after(view, spec, dtype)
+
+
+def _cast_after(view: TensorSpec | None, spec: TensorSpec, dtype: str,
+                start: tuple[int, ...] = ()) -> OperandPrep:
+    """The preparation that takes ``view`` (laid out as ``spec``), then casts it into
+    ``dtype`` where that differs."""
+    if spec.dtype == dtype:
+        return OperandPrep(view, False, spec, None, start)
+    return OperandPrep(view, True, contiguous_spec(spec.labels, spec.extents, dtype), None, start)
 
 
 def reduce_unneeded(prep: OperandPrep, needed: str) -> OperandPrep:
@@ -321,7 +327,7 @@ def trace_program(
     output_for: Callable[[str, tuple[int, ...]], TensorSpec],
 ) -> StageProgram:
     """The reduction of a strided view of a diagonal (the two axes' strides added, no
-    copy), as numpy.trace computes it.
+    copy; another dtype casts the diagonal only), as numpy.trace computes it.
 
     Args:
         layout: The operand's layout.
@@ -340,14 +346,10 @@ def trace_program(
     start = [0] * ndim
     if extents[labels[-1]]:  # an empty diagonal needs no start (it may lie past the edge)
         start[axes[0]], start[axes[1]] = max(0, -offset), max(0, offset)
-    source = layout
-    if layout.dtype != dtype:  # cast first: a C-ordered copy
-        term = "".join(symbol(i) for i in range(ndim))
-        source = OperandLayout(layout.shape, contiguous_spec(term, layout.shape, dtype).strides,
-                               dtype)
-    strides = [source.strides[i] for i in kept] + [sum(source.strides[i] for i in axes)]
-    diagonal = OperandLayout(tuple(extents[x] for x in labels), tuple(strides), dtype)
-    spec = prepare_operand(labels, diagonal, dtype, extents).spec
-    prep = OperandPrep(layout.dtype != dtype, True, spec, None, tuple(start) if any(start) else ())
+    strides = [layout.strides[i] for i in kept] + [sum(layout.strides[i] for i in axes)]
+    diagonal = OperandLayout(tuple(extents[x] for x in labels), tuple(strides), layout.dtype)
+    view = operand_spec(labels, diagonal, extents)
+    prep = _cast_after(view, view, dtype, tuple(start) if any(start) else ())
+    spec = prep.spec
     output = output_for(labels[:-1], spec.extents[:-1])
     return StageProgram(ReductionProblem(spec, output), (prep,))
