@@ -12,32 +12,15 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
+import junit
 import pytest
 from gpu_double import launch
 
 ROOT = Path(__file__).resolve().parent.parent
 # The gpu-marked suite has about 2,500 tests; far fewer passing means lost collection.
 MIN_PASSED = 2000
-
-
-def _junit(path: Path) -> tuple[list[str], list[str], list[str], int]:
-    """(failures with messages, errors, skip reasons, passed count) of a junit report."""
-    failures, errors, skips, passed = [], [], [], 0
-    for case in ElementTree.parse(path).iter("testcase"):
-        name = f"{case.get('classname')}::{case.get('name')}"
-        outcome = next(iter(case), None)
-        if outcome is None or outcome.tag in ("system-out", "system-err"):
-            passed += 1
-        elif outcome.tag == "failure":
-            failures.append(f"{name}: {outcome.get('message', '')[:300]}")
-        elif outcome.tag == "error":
-            errors.append(f"{name}: {outcome.get('message', '')[:300]}")
-        elif outcome.tag == "skipped":
-            skips.append(f"{name}: {outcome.get('message', '')}")
-    return failures, errors, skips, passed
 
 
 @pytest.mark.parametrize("strict", [False, True], ids=["default", "strict"])
@@ -50,12 +33,13 @@ def test_gpu_suite_passes_on_the_emulated_device(strict, tmp_path):
     result = subprocess.run(command, cwd=ROOT, env=launch.environment(strict=strict),
                             capture_output=True, text=True, timeout=1200, check=False)
     assert report.exists(), result.stdout[-3000:] + result.stderr[-3000:]
-    failures, errors, skips, passed = _junit(report)
-    assert not failures and not errors, "\n".join(failures + errors)
+    outcomes = junit.read(report)
+    assert not outcomes.failures and not outcomes.errors, outcomes.problems()
     assert result.returncode == 0, result.stdout[-3000:]
-    for_want_of_a_gpu = [s for s in skips if "gpu test:" in s]
+    for_want_of_a_gpu = [n for n, why in outcomes.skips.items() if "gpu test:" in why]
     assert not for_want_of_a_gpu, "\n".join(for_want_of_a_gpu)
-    assert passed >= MIN_PASSED, f"only {passed} gpu tests passed; skipped: {skips}"
+    passed = len(outcomes.passed)
+    assert passed >= MIN_PASSED, f"only {passed} gpu tests passed; skipped: {outcomes.skips}"
 
 
 def test_the_emulated_process_never_sees_a_real_cupy():

@@ -1,0 +1,64 @@
+"""numpy's test_einsum.py and opt_einsum's test suite, as shipped in the installed
+packages, pass with gpu_tc in numpy's place (the plugin tests/dropin.py swaps it in
+before collection; its BY_DESIGN lists the few tests that cannot pass, with reasons).
+
+Each suite runs in its own process: numpy.einsum is replaced there, never here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import dropin
+import junit
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _installed(module: str, *parts: str) -> Path:
+    """A path inside an installed package."""
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.submodule_search_locations, module
+    return Path(spec.submodule_search_locations[0]).joinpath(*parts)
+
+
+# Suite -> (its tests as installed: NumPy 2 keeps them in _core, NumPy 1 in core; the
+# fewest that must pass: far fewer means a collection problem, not success).
+SUITES = {
+    "numpy": ([("numpy", "_core", "tests", "test_einsum.py"),
+               ("numpy", "core", "tests", "test_einsum.py")], 60),
+    "opt_einsum": ([("opt_einsum", "tests")], 7000),
+}
+
+
+@pytest.mark.parametrize("suite", sorted(SUITES))
+def test_shipped_suite_passes_with_gpu_tc(suite, tmp_path):
+    locations, fewest = SUITES[suite]
+    found = [path for path in (_installed(*x) for x in locations) if path.exists()]
+    assert found, f"none of {locations} is installed"
+    target = found[0]
+    report = tmp_path / "junit.xml"
+    command = [sys.executable, "-m", "pytest", str(target), "-p", "dropin", f"--dropin={suite}",
+               "-p", "no:cacheprovider", "-p", "no:benchmark", "-p", "no:randomly",
+               "-o", "addopts=", f"--junitxml={report}", "-q", "--rootdir", str(target.parent)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=1200, check=False)
+    output = result.stdout[-4000:] + result.stderr[-4000:]
+    assert report.exists(), output
+    outcomes = junit.read(report)
+    assert not outcomes.failures and not outcomes.errors, outcomes.problems()
+    assert result.returncode == 0, output
+    collected = {name.rsplit("::", 1)[-1] for name in outcomes.names()}
+    expected_failures = {name.rsplit("::", 1)[-1] for name in outcomes.xfails}
+    assert expected_failures == set(dropin.BY_DESIGN[suite]) & collected
+    assert len(outcomes.passed) >= fewest, f"{len(outcomes.passed)} passed; {outcomes.skips}"
+    served = re.search(r"dropin: gpu_tc served (\d+) calls", result.stdout)
+    assert served and int(served.group(1)) >= fewest, output
