@@ -456,12 +456,15 @@ def test_one_operand_reordered_is_a_view_as_in_numpy(subscripts, shape):
         np.testing.assert_array_equal(np.einsum(subscripts, a), -1.0)
 
 
-def test_one_operand_view_only_where_numpy_gives_one(rng):
-    """A cast (dtype=), a fixed order, or out= give a new array, as in numpy."""
+def test_one_operand_reorder_honours_dtype_and_order(rng):
+    """dtype= and order= are honoured: a new array of that dtype and layout. (numpy
+    ignores both here and returns a view in the operand's dtype, against its docs.)"""
     a = rng.standard_normal((3, 4))
     for kwargs in ({"dtype": np.complex128}, {"order": "C"}, {"order": "F"}):
         got = gpu_tc.einsum("ij->ji", a, **kwargs)
         assert not np.shares_memory(got, a)
+        assert got.dtype == kwargs.get("dtype", a.dtype)
+        assert got.flags[f"{kwargs.get('order', 'C')}_CONTIGUOUS"]
         np.testing.assert_array_equal(got, a.T)
     read_only = a.copy()
     read_only.flags.writeable = False
