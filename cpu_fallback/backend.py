@@ -118,8 +118,10 @@ class CpuBackend:
         return bool(np.may_share_memory(a, b))
 
     def copy_into(self, source: np.ndarray, destination: np.ndarray) -> None:
-        """Copy ``source`` into ``destination``, cast to its dtype."""
-        np.copyto(destination, source, casting="unsafe")
+        """Copy ``source`` into ``destination``, cast to its dtype (a value past a float
+        dtype's range becomes inf silently, as in numpy.einsum's own float16 loops)."""
+        with np.errstate(over="ignore"):
+            np.copyto(destination, source, casting="unsafe")
 
     def finish(self, result: np.ndarray) -> Any:
         """A NumPy scalar for a 0-d result, as numpy.einsum returns."""

@@ -17,7 +17,7 @@ from .cache import PLAN_CACHE
 from .call import Call, bind, check_operators, check_out, checked_scalars, split_args
 from .compose import EinsumPlan
 from .dtypes import checked_casting
-from .errors import ExpressionError, OperandError, OptionsError
+from .errors import ExpressionError, OperandError, OptionsError, OptionsTypeError
 from .expression import parse
 from .options import BinaryOp, Options, ReduceOp, UnaryOp
 from .pairwise import path_choice
@@ -306,10 +306,13 @@ def _checked_order(order: Any) -> str:
     "K", as in numpy).
 
     Raises:
-        OptionsError: another value (a ValueError, as in numpy).
+        OptionsTypeError: not a str (a TypeError, as in numpy).
+        OptionsError: another str (a ValueError, as in numpy).
     """
     if order is None:
         return "K"
-    if not isinstance(order, str) or order.upper() not in ("C", "F", "A", "K"):
+    if not isinstance(order, str):
+        raise OptionsTypeError(f"order must be str, not {type(order).__name__}")
+    if order.upper() not in ("C", "F", "A", "K"):
         raise OptionsError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
     return order.upper()

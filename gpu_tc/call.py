@@ -30,9 +30,12 @@ from .strides import elements_overlap
 
 
 def split_args(args: Sequence[Any]) -> tuple[str, list[Any]]:
-    """(subscripts, operands) of ``einsum(*args)``, from either of numpy's forms."""
+    """(subscripts, operands) of ``einsum(*args)``, from either of numpy's forms
+    (subscripts as str or, as numpy takes them, ASCII bytes)."""
     if not args:
         raise ExpressionError("einsum needs subscripts and at least one operand")
+    if isinstance(args[0], bytes):
+        args = (_decoded(args[0]), *args[1:])
     if isinstance(args[0], str):
         if len(args) < 2:
             raise ExpressionError(f"{args[0]!r} was given no operand")
@@ -40,6 +43,13 @@ def split_args(args: Sequence[Any]) -> tuple[str, list[Any]]:
     if len(args) < 2:
         raise ExpressionError("the interleaved form needs an operand and its sublist")
     return from_interleaved(args)
+
+
+def _decoded(subscripts: bytes) -> str:
+    try:
+        return subscripts.decode("ascii")
+    except UnicodeDecodeError:
+        raise ExpressionError(f"subscripts {subscripts!r} are not ASCII") from None
 
 
 def type_name(x: Any) -> str:
@@ -200,8 +210,8 @@ def check_out(backend: Backend, out: Any, context: str) -> None:
 def checked_scalars(context: str, dtype: str, **values: Any) -> Scalars:
     """The call's scalars (alpha, beta, gamma) as numbers of the compute dtype's kind.
 
-    Each must be a number: real for a real dtype, whole for an integer dtype (kept
-    exact, never through a float) and 0 or 1 for bool.
+    Each must be a number: real for a real dtype, whole and within range for an integer
+    dtype (kept exact, never through a float) and 0 or 1 for bool.
 
     Raises:
         DTypeError: one is not.
@@ -233,6 +243,12 @@ def _whole(name: str, value: Any, dtype: str, context: str) -> int | bool:
             )
         number = int(real)
     if np.dtype(dtype).kind != "b":
+        bounds = np.iinfo(dtype)
+        if not bounds.min <= number <= bounds.max:
+            raise DTypeError(
+                f"{name}={value!r} does not fit the result dtype {np.dtype(dtype)} "
+                f"([{bounds.min}, {bounds.max}]) in {context!r}"
+            )
         return number
     if number not in (0, 1):
         raise DTypeError(f"{name}={value!r} is neither 0 nor 1 for a bool result in {context!r}")

@@ -152,13 +152,13 @@ class EinsumPlan:
         # a view of one operand whose labels the result only reorders or diagonalises.
         untouched = all(op.untouched for op in self._operands)
         self.fast: Any = None
-        if self.converts or not program.output_is_new:
+        view = program.view_of_operand
+        if not program.output_is_new:
             pass
-        elif len(self._steps) == 1 and untouched and self._orientation is None:
-            self.fast = self._final.fresh
-        elif isinstance(program.final, PermutationProblem) and not program.operands[0].cast:
-            view = program.operands[0].spec.permuted(program.output.labels)
+        elif view is not None and np.dtype(view.dtype) == result:
             self.fast = lambda x: backend.view(x, view, writable=True)
+        elif len(self._steps) == 1 and untouched and self._orientation is None:
+            self.fast = None if self.converts else self._final.fresh
         # (plan, problem) per stage: the problem names the labels of the plan's reason.
         reductions: list[tuple[PrimitivePlan, PrimitiveProblem]] = [
             (op.reduction, prep.reduction)

@@ -100,17 +100,18 @@ def resolve(
         if promote is not None:
             base = promote(base)
     _computable(base, "the result", context)
-    for index, operand in enumerate(operands):
-        if not np.can_cast(operand, base, casting):
-            raise DTypeError(
-                f"cannot cast operand {index} from dtype {operand} to {base} according to "
-                f"the rule {casting!r} in {context}"
-            )
     work = base
     if out is not None:
         _computable(out, "out", context)
         if dtype is None:
             work = np.result_type(base, out)
+    for index, operand in enumerate(operands):
+        if not np.can_cast(operand, work, casting):
+            raise DTypeError(
+                f"cannot cast operand {index} from dtype {operand} to {work} according to "
+                f"the rule {casting!r} in {context}"
+            )
+    if out is not None:
         if not np.can_cast(work, out, casting):
             raise OutputTypeError(
                 f"out has dtype {out} but the result has dtype {work}, which the rule "

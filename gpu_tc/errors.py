@@ -61,6 +61,14 @@ class OptionsTypeError(OptionsError, TypeError):
     TypeError, e.g. for an unknown ``optimize`` value)."""
 
 
+class PathNameError(OptionsError, KeyError):
+    """``optimize`` names a path search that neither numpy nor opt_einsum has (numpy
+    raises KeyError)."""
+
+    def __str__(self) -> str:  # KeyError's would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
 class PathError(GpuTcError, RuntimeError, IndexError):
     """An explicit contraction path names an operand that is not there, or leaves
     operands uncontracted (numpy raises IndexError and RuntimeError for these)."""

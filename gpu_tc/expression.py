@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .errors import ExpressionError, ExpressionTypeError, ShapeError
 
 VALID_LABELS = frozenset(string.ascii_letters)
@@ -255,6 +257,8 @@ def _sublist_term(sublist: Any) -> str:
             out.append("...")
             continue
         try:
+            if isinstance(item, (bool, np.bool_)):
+                raise TypeError  # an integer to operator.index, a bool to numpy
             label = operator.index(item)
         except TypeError:
             raise ExpressionTypeError(

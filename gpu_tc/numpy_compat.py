@@ -20,6 +20,8 @@ import string
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from .api import einsum
 from .call import bind
 from .errors import AxisError, ShapeError
@@ -31,6 +33,11 @@ def _shapes(operands: Sequence[Any], context: str) -> tuple[list[Any], list[tupl
     """The operands as one backend's arrays, and their shapes."""
     call = bind(operands, None, context)
     return call.operands, [call.backend.layout(x).shape for x in call.operands]
+
+
+def _arrays(values: Sequence[Any]) -> list[Any]:
+    """The values as their backend's arrays (a NumPy scalar becomes a 0-d array)."""
+    return bind(values, None, "tensordot").operands
 
 
 def _axis_list(axes: Any, name: str, context: str) -> list[int]:
@@ -126,7 +133,9 @@ def tensordot(a: Any, b: Any, axes: int | Sequence[Any] = 2) -> Any:
     free_a = [x for i, x in enumerate(labels_a) if i not in axes_a]
     free_b = [x for i, x in enumerate(labels_b) if i not in axes_b]
     subscripts = f"{''.join(labels_a)},{''.join(labels_b)}->{''.join(free_a + free_b)}"
-    return einsum(subscripts, a, b)
+    result = einsum(subscripts, a, b)
+    # numpy.tensordot gives a 0-d array where einsum gives a scalar
+    return result if free_a or free_b else _arrays([result])[0]
 
 
 def transpose(a: Any, axes: Sequence[int] | None = None) -> Any:
@@ -145,6 +154,7 @@ def transpose(a: Any, axes: Sequence[int] | None = None) -> Any:
         >>> gpu_tc.transpose(np.arange(6.0).reshape(2, 3), (1, 0)).tolist()
         [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
     """
+    original = a
     (a,), (shape,) = _shapes([a], f"transpose(axes={axes!r})")
     rank = len(shape)
     context = f"transpose(rank {rank}, axes={axes!r})"
@@ -155,8 +165,8 @@ def transpose(a: Any, axes: Sequence[int] | None = None) -> Any:
     else:
         order = _normalise(_axis_list(axes, "axes", context), rank, "axis", context)
         if len(order) != rank:
-            raise ShapeError(f"axes {list(axes)} do not match the {rank} axes of a in {context}")
-    if rank == 0:
-        return a  # einsum hands a 0-d result back as a scalar; numpy.transpose does not
+            raise ShapeError(f"axes={axes!r} do not match the {rank} axes of a in {context}")
+    if rank == 0:  # as numpy: a NumPy scalar comes back as it is, the rest as 0-d arrays
+        return original if isinstance(original, np.generic) else a
     labels = _LABELS[:rank]
     return einsum(f"{labels}->{''.join(labels[i] for i in order)}", a)

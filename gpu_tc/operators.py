@@ -21,7 +21,7 @@ _REAL_ONLY_BINARY = frozenset({BinaryOp.MAX, BinaryOp.MIN})
 # The unary operators that keep integers (and bools) integers; the rest give floats.
 _INTEGER_UNARY = frozenset({UnaryOp.IDENTITY, UnaryOp.CONJ, UnaryOp.NEG, UnaryOp.ABS,
                             UnaryOp.RELU})
-_BOOL_UNARY = _INTEGER_UNARY - {UnaryOp.NEG}
+_BOOL_UNARY = frozenset({UnaryOp.IDENTITY, UnaryOp.ABS})  # NumPy's others give integers
 
 
 def _sigmoid(x: Any, out: Any = None) -> Any:
@@ -89,7 +89,7 @@ def check_op(op: Any, kind: type[enum.Enum], dtype: str, context: str) -> None:
 
     Raises:
         DTypeError: ``op`` is not a ``kind``, it orders values of a complex dtype, or it
-            gives floating-point values from an integer or bool dtype.
+            gives values of another dtype from integer or bool data.
     """
     if not isinstance(op, kind):
         raise DTypeError(f"{op!r} is not a {kind.__name__} in {context}")
@@ -99,7 +99,7 @@ def check_op(op: Any, kind: type[enum.Enum], dtype: str, context: str) -> None:
     if kind is UnaryOp and integral is not None and op not in integral:
         raise DTypeError(
             f"UnaryOp.{op.name} is not defined for {np.dtype(dtype).name} data (it would "
-            f"give floating-point values) in {context}; cast to a float dtype first"
+            f"give values of another dtype) in {context}; cast the operand first"
         )
     complex_dtype = np.dtype(dtype).kind == "c"
     real_only = (

@@ -15,7 +15,7 @@ from typing import Any
 
 from opt_einsum import paths as oe_paths
 
-from .errors import OptionsTypeError, PathError
+from .errors import OptionsTypeError, PathError, PathNameError
 
 # "auto" or another opt_einsum path name; (name, memory limit); or an explicit path
 # ("einsum_path", (i, j), ...). Always hashable: it joins the plan's cache key.
@@ -30,9 +30,10 @@ def path_choice(optimize: Any) -> PathChoice:
 
     None and False give "auto": numpy's False means "no path search", but gpu_tc
     always contracts in pairs, and the search runs once per cached plan. True gives
-    "greedy", as in numpy. Any path name opt_einsum knows ("greedy", "optimal", "dp",
-    ...) and numpy's ``(name, memory_limit)`` pair are taken as they are, and so is an
-    explicit path ``["einsum_path", (0, 1), ...]``.
+    "greedy", as in numpy. A path name ("greedy", "optimal", or any opt_einsum has:
+    "dp", ...; looked up only when a search runs, as numpy does) and numpy's
+    ``(name, memory_limit)`` pair are taken as they are, and so is an explicit path
+    ``["einsum_path", (0, 1), ...]``.
 
     Raises:
         OptionsTypeError: ``optimize`` is none of these (numpy raises TypeError).
@@ -42,7 +43,6 @@ def path_choice(optimize: Any) -> PathChoice:
     if optimize is True:
         return "greedy"
     if isinstance(optimize, str):
-        _path_function(optimize)
         return optimize
     try:
         items = list(optimize)
@@ -51,7 +51,6 @@ def path_choice(optimize: Any) -> PathChoice:
     if items and isinstance(items[0], str) and items[0] == EXPLICIT:
         return (EXPLICIT, *(_entry(x, optimize) for x in items[1:]))
     if len(items) == 2 and isinstance(items[0], str) and isinstance(items[1], (int, float)):
-        _path_function(items[0])
         return (items[0], int(items[1]))
     raise OptionsTypeError(f"Did not understand the path: optimize={optimize!r}")
 
@@ -61,9 +60,7 @@ def _path_function(name: str) -> Any:
         return oe_paths.get_path_fn(name)
     except KeyError:
         known = ", ".join(repr(x) for x in sorted(oe_paths._PATH_OPTIONS))
-        raise OptionsTypeError(
-            f"Did not understand the path: optimize={name!r} (known: {known})"
-        ) from None
+        raise PathNameError(f"Path name {name!r} not found (known: {known})") from None
 
 
 def _entry(step: Any, optimize: Any) -> tuple[int, ...]:
@@ -95,12 +92,13 @@ def contraction_pairs(
     Raises:
         PathError: an explicit path names an operand that is not there, names one
             twice, or leaves operands uncontracted.
+        PathNameError: a search of an unknown name would run (three operands or more).
     """
     walk = _Walk([frozenset(x) for x in inputs], frozenset(output), extents, context)
     if isinstance(choice, tuple) and choice[:1] == (EXPLICIT,):
         path: Sequence[tuple[int, ...]] = choice[1:]
-    elif len(inputs) < 2:
-        path = ()
+    elif len(inputs) < 3:  # nothing to search, as numpy
+        path = [tuple(range(len(inputs)))] if len(inputs) == 2 else []
     else:
         name, limit = (choice, None) if isinstance(choice, str) else choice
         path = _path_function(name)(list(walk.labels), walk.output, dict(extents), limit)
@@ -132,6 +130,10 @@ class _Walk:
         """Run ``path`` (numpy's convention: each step removes the tensors at its
         positions and appends their product) over ``pending``; returns what is left."""
         for number, step in enumerate(path):
+            if not step:
+                raise PathError(
+                    f"step {number} of the path names no operand, in {self.context}"
+                )
             for position in step:
                 if not 0 <= position < len(pending) or step.count(position) > 1:
                     raise PathError(

@@ -89,6 +89,9 @@ class EinsumProgram:
     # The last contraction writing the other GEMM orientation of a new result (D^T =
     # B^T A^T instead of D = A B), for a backend to choose between by measurement.
     flipped: ContractionProblem | None = None
+    # One operand that the result only reorders or diagonalises: the result as a view
+    # of it, in its own layout and dtype (numpy.einsum returns such views).
+    view_of_operand: TensorSpec | None = None
 
 
 def build_program(
@@ -131,18 +134,15 @@ def build_program(
     if len(preps) == 1:
         spec = preps[0].spec
         final: ContractionProblem | PermutationProblem | ReductionProblem
+        view = None
         if set(spec.labels) == set(output.labels):
             final = PermutationProblem(spec, output)
+            view = operand_spec(expression.terms[0], layouts[0], extents).permuted(output.labels)
         else:
             final = ReductionProblem(spec, output)
         return EinsumProgram(
-            expression,
-            dtype,
-            (replace(preps[0], reduction=None),),
-            (),
-            final,
-            output,
-            output_strides is None,
+            expression, dtype, (replace(preps[0], reduction=None),), (), final, output,
+            output_strides is None, view_of_operand=view,
         )
 
     new_output = output_strides is None

@@ -2,7 +2,10 @@
 gpu_tc (tests/test_numpy_dropin.py starts them).
 
 ``-p dropin --dropin=numpy`` replaces ``numpy.einsum`` with ``gpu_tc.einsum`` before
-collection (numpy's test_einsum.py calls ``np.einsum``). ``--dropin=opt_einsum`` makes
+collection (numpy's test_einsum.py calls ``np.einsum``). Where a numpy test compares
+two einsum calls with each other, both would be gpu_tc's, so every call is also judged
+against numpy's own einsum, run first on the same arguments: same dtype and shape,
+values within the dtype's rounding, refused where numpy refuses. ``--dropin=opt_einsum`` makes
 opt_einsum dispatch its numpy and cupy backends' einsum, tensordot and transpose to
 gpu_tc; its tests judge them against numpy.einsum, which stays numpy's. Either way the
 session ends by printing how many calls gpu_tc served, so a run that silently tested
@@ -52,6 +55,8 @@ BY_DESIGN: dict[str, dict[str, str]] = {
     "opt_einsum": {},
 }
 SERVED = {"calls": 0}
+NUMPY_EINSUM = np.einsum
+RTOL = {"e": 1e-2, "f": 1e-4, "F": 1e-4, "d": 1e-10, "D": 1e-10}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -68,9 +73,41 @@ def _counted(function: Callable[..., Any]) -> Callable[..., Any]:
     return served
 
 
+def _same(got: Any, expected: Any, call: str) -> None:
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert (got.dtype, got.shape) == (expected.dtype, expected.shape), (call, got, expected)
+    rtol = RTOL.get(expected.dtype.char)
+    if rtol is None or expected.size == 0:
+        np.testing.assert_array_equal(got, expected, err_msg=call)
+        return
+    scale = max(1.0, float(np.nanmax(np.abs(expected), initial=0.0)))
+    np.testing.assert_allclose(got, expected, rtol=rtol, atol=rtol * scale, equal_nan=True,
+                               err_msg=call)
+
+
+def judged_einsum(*args: Any, **kwargs: Any) -> Any:
+    """gpu_tc.einsum, checked against numpy's own einsum on the same call (run first,
+    into a copy of ``out``, so that an ``out`` aliasing an operand is read as numpy
+    reads it)."""
+    SERVED["calls"] += 1
+    call = f"einsum{args!r:.200} {kwargs!r:.200}"
+    reference = dict(kwargs)
+    if isinstance(kwargs.get("out"), np.ndarray):
+        reference["out"] = kwargs["out"].copy()
+    try:
+        expected = NUMPY_EINSUM(*args, **reference)
+    except Exception as refused:  # noqa: BLE001 - gpu_tc must refuse it too
+        got = gpu_tc.einsum(*args, **kwargs)  # its error is what the numpy test judges
+        message = f"numpy raised {refused!r} but gpu_tc returned {got!r}: {call}"
+        raise AssertionError(message) from refused
+    got = gpu_tc.einsum(*args, **kwargs)
+    _same(got, expected, call)
+    return got
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--dropin") == "numpy":
-        np.einsum = _counted(gpu_tc.einsum)
+        np.einsum = judged_einsum
         return
     dispatch = importlib.import_module("opt_einsum.backends.dispatch")
     for backend in ("numpy", "cupy"):

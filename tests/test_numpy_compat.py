@@ -110,8 +110,9 @@ def test_transpose_returns_a_view_as_numpy(rng):
     np.testing.assert_array_equal(got, a.T)
     got[0, 0] = 7.0  # writes through, as numpy's view does
     assert a[0, 0] == 7.0
-    zero_d = np.array(3.0)
-    assert gpu_tc.transpose(zero_d).shape == () and gpu_tc.transpose(zero_d) == 3.0
+    for zero_d in (np.array(3.0), np.float64(3.0), 3.0):  # what numpy gives back for each
+        expected = np.transpose(zero_d)
+        assert type(gpu_tc.transpose(zero_d)) is type(expected) and expected == 3.0
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.float64, bool])
@@ -127,7 +128,9 @@ def test_tensordot_and_transpose_take_nested_lists(dtype):
     expected = np.transpose(a.tolist(), (1, 0))
     assert got.dtype == expected.dtype
     np.testing.assert_array_equal(got, expected)
-    assert gpu_tc.tensordot(2, 3, axes=0) == 6
+    for args in (([1, 2], [3, 4], 1), (2, 3, 0)):  # 0-d arrays, not scalars, as numpy
+        got, expected = gpu_tc.tensordot(*args), np.tensordot(*args)
+        assert type(got) is type(expected) is np.ndarray and got == expected
 
 
 def test_transpose_of_a_strided_view(rng):
@@ -137,7 +140,8 @@ def test_transpose_of_a_strided_view(rng):
 
 @pytest.mark.parametrize(
     "axes, match",
-    [((0, 0), "repeats an axis"), ((0,), "do not match"), ((0, 2), "out of range"),
+    [((0, 0), "repeats an axis"), ((0,), "do not match"), (1, "do not match"),
+     ((0, 2), "out of range"),
      ("ab", "int or a sequence of ints")],
 )
 def test_transpose_bad_axes(axes, match):

@@ -16,7 +16,10 @@ from pathlib import Path
 
 import dropin
 import junit
+import numpy as np
 import pytest
+
+import gpu_tc
 
 TESTS = Path(__file__).resolve().parent
 
@@ -62,3 +65,24 @@ def test_shipped_suite_passes_with_gpu_tc(suite, tmp_path):
     assert len(outcomes.passed) >= fewest, f"{len(outcomes.passed)} passed; {outcomes.skips}"
     served = re.search(r"dropin: gpu_tc served (\d+) calls", result.stdout)
     assert served and int(served.group(1)) >= fewest, output
+
+
+def test_the_judge_catches_what_numpy_does_otherwise(monkeypatch):
+    """numpy's tests that compare two einsum calls see gpu_tc on both sides; the plugin's
+    judge compares each call with numpy's own einsum, so a wrong value, dtype or an
+    accepted call numpy refuses fails."""
+    a = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(dropin.judged_einsum("ij,kj", a, a), a @ a.T)
+    out = np.zeros((2, 2))
+    assert dropin.judged_einsum("ij,kj", a, a, out=out) is out
+    with pytest.raises(TypeError):  # refused by both: gpu_tc's error reaches the test
+        dropin.judged_einsum("ij,kj", a, a, out=np.zeros((2, 2), np.int64))
+    real = gpu_tc.einsum
+    for wrong in (lambda *x, **k: real(*x, **k) * 1.001,
+                  lambda *x, **k: real(*x, **k).astype(np.float32)):
+        monkeypatch.setattr(gpu_tc, "einsum", wrong)
+        with pytest.raises(AssertionError):
+            dropin.judged_einsum("ij,kj", a, a)
+    monkeypatch.setattr(gpu_tc, "einsum", lambda *x, **k: np.zeros((2, 2), np.int64))
+    with pytest.raises(AssertionError, match="numpy raised"):
+        dropin.judged_einsum("ij,kj", a, a, out=np.zeros((2, 2), np.int64))

@@ -5,6 +5,7 @@ an error of numpy's class where numpy refuses)."""
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -132,6 +133,19 @@ def test_float16_accumulates_in_float32(rng):
     _same(gpu_tc.einsum("ij,jk", a, b), exact, exact=False)
 
 
+def test_float16_overflow_is_inf_without_a_warning():
+    """numpy.einsum's float16 loops overflow to inf silently; so does gpu_tc's cast back."""
+    tens = np.full(1000, 10, np.float16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = gpu_tc.einsum("i,i", tens, tens)
+        out = np.zeros((), np.float16)
+        gpu_tc.einsum("i,i", tens.astype(np.float32), tens.astype(np.float32), out=out,
+                      casting="unsafe")
+    assert got.dtype == np.float16 and np.isinf(got) and np.isinf(out)
+    assert np.isinf(np.einsum("i,i", tens, tens))
+
+
 def test_non_native_byte_order_operands(rng):
     a = rng.standard_normal((3, 4)).astype(">f8")
     b = rng.standard_normal((4, 2)).astype(">f4")
@@ -155,7 +169,7 @@ def test_dtype_and_casting_as_numpy(rng, operand_dtype, dtype, casting):
            lambda: np.einsum("ij,jk->ik", a, b, **kwargs))
 
 
-@pytest.mark.parametrize("casting", ["safe", "same_kind", "unsafe"])
+@pytest.mark.parametrize("casting", ["no", "equiv", "safe", "same_kind", "unsafe"])
 @pytest.mark.parametrize(
     "operand_dtype, out_dtype",
     [(np.float32, np.float64), (np.float64, np.complex128), (np.int32, np.float64),
@@ -249,6 +263,22 @@ def test_numpys_own_einsum_path_is_followed(rng):
     path, _ = np.einsum_path("ij,jk,kl,lm->im", *operands, optimize="optimal")
     got = gpu_tc.einsum("ij,jk,kl,lm->im", *operands, optimize=path)
     np.testing.assert_allclose(got, np.einsum("ij,jk,kl,lm->im", *operands))
+
+
+def test_path_names_are_looked_up_only_when_a_search_runs(rng):
+    """As numpy: one or two operands need no search, so any name passes; with three an
+    unknown name is a KeyError (numpy's class)."""
+    a = rng.standard_normal((3, 3))
+    np.testing.assert_allclose(gpu_tc.einsum("ij,jk", a, a, optimize="bogus"), a @ a)
+    with pytest.raises(KeyError, match="Path name 'bogus' not found"):
+        gpu_tc.einsum("ij,jk,kl", a, a, a, optimize="bogus")
+    with pytest.raises(KeyError):
+        np.einsum("ij,jk,kl", a, a, a, optimize="bogus")
+
+
+def test_bytes_subscripts_as_numpy(rng):
+    a = rng.standard_normal((3, 3))
+    np.testing.assert_allclose(gpu_tc.einsum(b"ij,jk", a, a), np.einsum(b"ij,jk", a, a))
 
 
 def test_a_path_for_one_operand_and_an_empty_path():
