@@ -431,3 +431,42 @@ def test_gemm_pointer_mode_decides_where_scalars_live(rng):
     cublas.dgemm(handle, 0, 0, 2, 2, 2, on_device.data.ptr, da.data.ptr, 2, db.data.ptr, 2,
                  zero.data.ptr, dd.data.ptr, 2)
     np.testing.assert_allclose(dd.get(), 2 * np.eye(2))
+
+
+class _Cycle:
+    """An object the collector, not reference counting, frees."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.mark.parametrize("owner", ["memory", "objects", "streams", "pool"])
+def test_a_finalizer_the_collector_runs_inside_a_lock_does_not_deadlock(owner):
+    """The collector runs finalizers wherever an allocation triggers it, also while the
+    double holds one of its locks on the same thread (a freed allocation, a destroyed
+    cuTENSOR object, a dropped stream). With plain locks that hung a CI run for good."""
+    import gc
+    import threading
+    import weakref
+
+    finished = threading.Event()
+
+    def work() -> None:
+        cycle = _Cycle()
+        if owner in ("memory", "pool"):
+            cycle.held = memory.allocate(512)
+        elif owner == "objects":
+            weakref.finalize(cycle, objects.destroy, objects.new("probe", 1), "probe")
+        else:
+            cycle.held = runtime.Stream()
+        lock = {"memory": memory._lock, "objects": objects._lock,
+                "streams": runtime._streams_lock, "pool": runtime.MEMORY_POOL._lock}[owner]
+        del cycle
+        with lock:
+            gc.collect()
+        finished.set()
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(timeout=20)
+    assert finished.is_set(), f"{owner}: the finalizer deadlocked on the held lock"

@@ -47,7 +47,9 @@ class _Handle:
         self.stream = 0
 
 
-_lock = threading.Lock()
+# Re-entrant: the garbage collector may run a finalizer that takes it (a freed
+# allocation, a destroyed object) while this thread holds it.
+_lock = threading.RLock()
 _handles: dict[int, _Handle] = {}
 
 

@@ -102,7 +102,9 @@ class Plan:
     required_workspace: int
 
 
-_lock = threading.Lock()
+# Re-entrant: the garbage collector may run a finalizer that takes it (a freed
+# allocation, a destroyed object) while this thread holds it.
+_lock = threading.RLock()
 _objects: dict[int, tuple[str, Any]] = {}
 _addresses = itertools.count(1)
 

@@ -49,7 +49,9 @@ class Allocation:
         return f"<Allocation {self.nbytes} bytes at {self.start:#x} on device {self.device}>"
 
 
-_lock = threading.Lock()
+# Re-entrant: the garbage collector may run a finalizer that takes it (a freed
+# allocation, a destroyed object) while this thread holds it.
+_lock = threading.RLock()
 _starts: list[int] = []
 _live: dict[int, weakref.ref[Allocation]] = {}
 

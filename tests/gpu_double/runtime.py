@@ -94,7 +94,9 @@ class Device:
 
 _stream_ids = itertools.count(1)
 _live_streams: dict[int, int] = {}  # stream pointer -> device
-_streams_lock = threading.Lock()
+# Re-entrant: the garbage collector may run a finalizer that takes it (a freed
+# allocation, a destroyed object) while this thread holds it.
+_streams_lock = threading.RLock()
 
 
 class Stream:
@@ -178,7 +180,7 @@ class MemoryPool:
     """``cupy.get_default_memory_pool()``: per-device use and limit (``set_limit``)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant, as the module's locks
         self._used = [0] * DEVICE_COUNT
         self._limit = [0] * DEVICE_COUNT  # 0: no limit but the device's memory
 
