@@ -27,13 +27,10 @@ MIN_PASSED = 2000
 def test_gpu_suite_passes_on_the_emulated_device(strict, tmp_path):
     """Every gpu test runs (none skipped for want of a GPU) and passes; strict mode also
     refuses what cutensor.h leaves undocumented and demands descC is descD."""
-    report = tmp_path / "junit.xml"
-    command = [sys.executable, "-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider",
-               "-o", "addopts=", "--strict-markers", f"--junitxml={report}", "-q"]
-    result = subprocess.run(command, cwd=ROOT, env=launch.environment(strict=strict),
-                            capture_output=True, text=True, timeout=1200, check=False)
-    assert report.exists(), result.stdout[-3000:] + result.stderr[-3000:]
-    outcomes = junit.read(report)
+    arguments = ["-m", "gpu", "-p", "no:cacheprovider", "-o", "addopts=", "--strict-markers",
+                 "-q"]
+    result, outcomes = junit.run_pytest(arguments, tmp_path / "junit.xml", ROOT,
+                                        launch.environment(strict=strict))
     assert not outcomes.failures and not outcomes.errors, outcomes.problems()
     assert result.returncode == 0, result.stdout[-3000:]
     for_want_of_a_gpu = [n for n, why in outcomes.skips.items() if "gpu test:" in why]

@@ -10,8 +10,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import dropin
@@ -46,17 +44,13 @@ def test_shipped_suite_passes_with_gpu_tc(suite, tmp_path):
     found = [path for path in (_installed(*x) for x in locations) if path.exists()]
     assert found, f"none of {locations} is installed"
     target = found[0]
-    report = tmp_path / "junit.xml"
-    command = [sys.executable, "-m", "pytest", str(target), "-p", "dropin", f"--dropin={suite}",
-               "-p", "no:cacheprovider", "-p", "no:benchmark", "-p", "no:randomly",
-               "-o", "addopts=", f"--junitxml={report}", "-q", "--rootdir", str(target.parent)]
+    arguments = [str(target), "-p", "dropin", f"--dropin={suite}", "-p", "no:cacheprovider",
+                 "-p", "no:benchmark", "-p", "no:randomly", "-o", "addopts=", "-q",
+                 "--rootdir", str(target.parent)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=1200, check=False)
+    result, outcomes = junit.run_pytest(arguments, tmp_path / "junit.xml", tmp_path, env)
     output = result.stdout[-4000:] + result.stderr[-4000:]
-    assert report.exists(), output
-    outcomes = junit.read(report)
     assert not outcomes.failures and not outcomes.errors, outcomes.problems()
     assert result.returncode == 0, output
     collected = {name.rsplit("::", 1)[-1] for name in outcomes.names()}
