@@ -74,13 +74,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _info(args: argparse.Namespace, argv: list[str]) -> int:
-    from .bench import environment
+    from .bench import blas_env, environment
     from .cache import plan_cache
 
-    host = environment.host()
+    found = blas_env.inspect()
+    host = environment.host(found)
     print(f"gpu_tc {host['gpu_tc']}")
     print(f"Python {host['python']} ({host['platform']})")
-    print(f"NumPy {host['numpy']}; BLAS {host['blas']}")
+    print(f"NumPy {host['numpy']}; BLAS {host['blas']['text']}")
+    overrides = ", ".join(f"{k}={v}" for k, v in found.variables.items()) or "none set"
+    print(f"BLAS and threading variables: {overrides}")
+    for warning in found.warnings:
+        print(f"  warning: {warning}")
     print(f"opt_einsum {host['opt_einsum'] or 'not installed'}")
     gpu = environment.gpu_status()
     for key, label in GPU_VERSIONS:

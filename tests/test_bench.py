@@ -8,6 +8,8 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
+import statistics
 import time
 from pathlib import Path
 
@@ -15,7 +17,8 @@ import numpy as np
 import pytest
 
 import gpu_tc
-from gpu_tc.bench import cli_args, peers, report, runner, session, suites, timing
+from gpu_tc import cli
+from gpu_tc.bench import blas_env, cli_args, peers, report, runner, session, suites, timing
 from gpu_tc.bench.peers import PEERS, Peer, Runner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -184,6 +187,19 @@ def test_run_records_mismatches_errors_and_ratios():
     assert [m["peer"] for m in summary["mismatches"]] == ["wrong", "wrong"]
     assert [e["implementation"] for e in summary["errors"]] == ["broken", "broken"]
     assert len(session.failures(doc)) == 2
+    for case in doc["cases"]:
+        for name in ("gpu_tc", "numpy", "wrong"):
+            entry = case["results"][name]
+            # Every timed run is kept, seconds per call; the median and best come from them.
+            assert len(entry["samples"]) == FAST.repeat and min(entry["samples"]) > 0
+            assert entry["seconds"] == statistics.median(entry["samples"])
+            assert entry["best"] == min(entry["samples"])
+        assert "samples" not in case["results"]["broken"]
+        own, peer = case["results"]["gpu_tc"], case["results"]["numpy"]
+        assert case["ratio_best_of_runs"] == pytest.approx(peer["best"] / own["best"])
+    assert doc["scale"] == 1.0 and doc["settings"]["scale"] == 1.0
+    assert doc["environment"]["blas_variables"] == blas_env.variables()
+    assert doc["warnings"] == blas_env.inspect().warnings
     json.dumps(doc)  # plain data all the way down
 
 
@@ -273,7 +289,8 @@ def test_markdown_and_summary_tables():
     assert "Command: `gpu-tc bench x`" in text
     assert "| 1 | one | `ij,jk->ik` | 1.00 | 1.00 | 0.500 | 2.00 (x) | p | 2.00 |  |" in text
     summary = report.summary_markdown([doc])
-    assert "| tccg | float64 | cpu | GFLOP/s | 0.500 | 0.500 | 1.41 | 0.707 | 1/2 | 1 |" in summary
+    row = "| tccg | float64 | cpu | GFLOP/s | 0.500 | 0.500 | 1.41 | 0.707 | - | 1/2 | 1 |"
+    assert row in summary  # no fastest runs recorded: "-"
     assert "- mismatch: case 1 q: relative error 0" in text
     assert "- `gpu-tc bench x`" in summary
 
@@ -314,3 +331,102 @@ def test_a_cold_first_call_does_not_size_the_runs():
     entry, _, live = runner._prepare(peer, case, case.operands(), settings)
     assert entry["error"] is None and live is not None
     assert live.number > 1  # sized from a warm call, not from the 50 ms first one
+
+
+def _with_samples(doc: dict) -> dict:
+    """The synthetic report with three runs per implementation (median as before)."""
+    spreads = {"gpu_tc": (0.5, 2.0), "p": (0.75, 2.5), "q": (0.25, 1.0)}
+    for case in doc["cases"]:
+        for name, entry in case["results"].items():
+            low, high = (f * entry["seconds"] for f in spreads[name])
+            entry["samples"] = [high, entry["seconds"], low]
+            entry["best"] = low
+    return doc
+
+
+def test_markdown_shows_the_runs_spread_of_gpu_tc_and_the_best_peer():
+    doc = report.analyse(_with_samples(_synthetic_doc()))
+    first, second = doc["cases"]
+    # Case 1: gpu_tc runs 2.0, 1.0, 0.5 s of 1 GFLOP; best peer p 5.0, 2.0, 1.5 s;
+    # q mismatches and shows its median only.
+    assert first["ratio_best_of_runs"] == pytest.approx(1.5 / 0.5)
+    # Case 2: fastest runs gpu_tc 2.0 s, p 1.5 s, q 0.25 s.
+    assert second["ratio_best_of_runs"] == pytest.approx(0.25 / 2.0)
+    assert doc["summary"]["geomean_ratio_best_of_runs"] == pytest.approx(math.sqrt(3.0 * 0.125))
+    text = report.markdown(doc)
+    assert ("| 1 | one | `ij,jk->ik` | 1.00 | 1.00 (0.500-2.00) | 0.500 (0.200-0.667) | "
+            "2.00 (x) | p | 2.00 |  |") in text
+    assert ("| 2 | two | `i,i->` | 1.00 | 0.250 (0.125-0.500) | 0.500 | 1.00 (1.00-4.00) | q | "
+            "0.250 |  |") in text
+    assert "from each implementation's fastest run instead of its median: 0.612." in text
+    summary = report.summary_markdown([doc])
+    assert "| tccg | float64 | cpu | GFLOP/s | 0.500 | 0.500 | 1.41 | 0.707 | 0.612 | 1/2 | 1 |" \
+        in summary
+
+
+def test_scale_multiplies_every_tccg_extent():
+    full = suites.cases("tccg", "float64")
+    half = suites.cases("tccg", "float64", scale=0.5)
+    assert full[0].sizes == {"a": 312, "b": 312, "c": 24, "d": 312}
+    assert half[0].sizes == {"a": 156, "b": 156, "c": 12, "d": 156}
+    for big, small in zip(full, half):
+        assert small.expr == big.expr
+        assert small.sizes == {x: max(1, math.floor(n / 2 + 0.5)) for x, n in big.sizes.items()}
+        assert small.work == 2 * math.prod(small.sizes.values())
+    assert suites.scaled({"a": 5, "b": 1}, 0.1) == {"a": 1, "b": 1}  # never below 1
+    assert suites.cases("tccg", "float64", scale=2.0)[0].sizes["c"] == 48
+    with pytest.raises(ValueError, match="tccg suite only"):
+        suites.cases("permute", "float64", scale=0.5)
+
+
+def test_scale_reaches_settings_checkpoint_key_title_and_file_stem(tmp_path):
+    parser = cli.build_parser()
+    args = parser.parse_args(["bench", "tccg", "overhead", "--scale", "0.5"])
+    request = cli_args.resolve(args, parser)
+    assert request.scale == 0.5
+    assert session.settings_for("tccg", request, "").scale == 0.5
+    assert session.settings_for("overhead", request, "").scale == 1.0  # tccg only
+    notes: list[str] = []
+    [tccg, *_] = session.plans(request, notes)
+    assert tccg.cases[0].sizes == suites.cases("tccg", "float64", scale=0.5)[0].sizes
+    assert any("--scale 0.5 applies to the tccg suite only" in note for note in notes)
+    plan = _tiny_plan([])
+    assert runner.checkpoint_key(plan, FAST) != runner.checkpoint_key(
+        plan, runner.Settings(quick=True, scale=0.5, repeat=2, min_run_time=0.0, settle=0.0))
+    assert report.stem("cpu", "tccg", "float64", 0.5) == "cpu-tccg-float64-x0.5"
+    assert report.stem("cpu", "tccg", "float64", 1.0) == "cpu-tccg-float64"
+    # A full and a half-extent report side by side: two files, two summary rows.
+    for scale in (1.0, 0.5):
+        doc = report.analyse(_synthetic_doc())
+        doc["scale"] = scale
+        report.write(doc, tmp_path, plot=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "cpu-tccg-float64-x0.5.json", "cpu-tccg-float64-x0.5.md", "cpu-tccg-float64.json",
+        "cpu-tccg-float64.md", "summary.md"]
+    assert (tmp_path / "cpu-tccg-float64-x0.5.md").read_text().startswith(
+        "### tccg, float64, cpu, extents x0.5: GFLOP/s (higher is better)")
+    rows = (tmp_path / "summary.md").read_text().splitlines()[2:4]
+    assert [r.split(" | ")[0] for r in rows] == ["| tccg", "| tccg x0.5"]
+
+
+def test_bench_scale_end_to_end(tmp_path, capsys):
+    argv = ["bench", "tccg", "--quick", "--cases", "1-2", "--peers", "numpy", "--scale", "0.5",
+            "--dtype", "float64", "--repeat", "2", "--output", str(tmp_path), "--no-plot"]
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    for warning in blas_env.inspect().warnings:
+        assert f"gpu-tc bench: warning: {warning}" in captured.err
+    doc = json.loads((tmp_path / "cpu-tccg-float64-x0.5.json").read_text())
+    assert doc["scale"] == 0.5 and doc["settings"]["scale"] == 0.5
+    expected = suites.cases("tccg", "float64", quick=True, scale=0.5)[:2]
+    assert [c["sizes"] for c in doc["cases"]] == [c.sizes for c in expected]
+    markdown = (tmp_path / "cpu-tccg-float64-x0.5.md").read_text()
+    assert "### tccg, float64, cpu, extents x0.5: GFLOP/s" in markdown
+    for case in doc["cases"]:
+        entry = case["results"]["gpu_tc"]
+        assert len(entry["samples"]) == 2
+        values = [case["work"] / s / 1e9 for s in entry["samples"]]
+        cell = (f"{report.number(entry['value'])} "
+                f"({report.number(min(values))}-{report.number(max(values))})")
+        row = next(line for line in markdown.splitlines() if line.startswith(f"| {case['id']} |"))
+        assert re.split(r" \| ", row)[4] == cell

@@ -11,7 +11,7 @@ import pytest
 
 import gpu_tc
 from gpu_tc import cli
-from gpu_tc.bench import demo, environment, selftest
+from gpu_tc.bench import blas_env, demo, environment, selftest
 
 GPU = environment.gpu_status()
 
@@ -20,7 +20,12 @@ def test_info(capsys):
     assert cli.main(["info"]) == 0
     out = capsys.readouterr().out
     assert f"gpu_tc {gpu_tc.__version__}" in out
-    assert f"NumPy {np.__version__}; BLAS " in out
+    assert f"NumPy {np.__version__}; BLAS {environment.blas()['text']}\n" in out
+    found = blas_env.inspect()
+    overrides = ", ".join(f"{k}={v}" for k, v in found.variables.items()) or "none set"
+    assert f"BLAS and threading variables: {overrides}\n" in out
+    for warning in found.warnings:
+        assert f"  warning: {warning}\n" in out
     for heading in ("CuPy:", "cuTENSOR:", "CUDA driver:", "Backends:", "  cpu: available",
                     "  gpu: ", "Devices:", "Plan cache: capacity", "Benchmark peers: numpy (yes)"):
         assert heading in out
@@ -95,6 +100,9 @@ def test_selftest_gpu(capsys):
         (["bench", "--cases", "x"], "--cases: 'x' is not a case id"),
         (["bench", "--repeat", "0"], "argument --repeat: 0 is not at least 1"),
         (["bench", "--repeat", "two"], "argument --repeat: 'two' is not an integer"),
+        (["bench", "--scale", "0"], "argument --scale: 0 is not a positive number"),
+        (["bench", "--scale", "half"], "argument --scale: 'half' is not a number"),
+        (["bench", "--scale", "nan"], "argument --scale: nan is not a positive number"),
         (["bench", "--backend", "tpu"], "argument --backend: invalid choice: 'tpu'"),
         (["bench", "--frobnicate"], "unrecognized arguments: --frobnicate"),
         (["selftest", "--backend", "fpga"], "invalid choice: 'fpga'"),

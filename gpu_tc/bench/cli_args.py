@@ -7,6 +7,7 @@ status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass
 
 from .peers import PEERS
@@ -27,6 +28,7 @@ class BenchRequest:
         repeat: Timed runs per implementation, or None for the suite's default.
         plot: Whether to draw PNGs when writing files.
         resume: Keep the finished cases of an interrupted run into the same --output.
+        scale: Every extent of the tccg cases times this (0.5: half extents).
     """
 
     suites: tuple[str, ...]
@@ -38,6 +40,7 @@ class BenchRequest:
     repeat: int | None
     plot: bool = True
     resume: bool = False
+    scale: float = 1.0
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +57,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
                         "that are installed)")
     parser.add_argument("--cases", metavar="IDS", help="case ids and ranges, e.g. 1-8,12")
     parser.add_argument("--quick", action="store_true", help="shrunk extents: a fast check")
+    parser.add_argument("--scale", type=_positive_float, default=1.0, metavar="FACTOR",
+                        help="multiply every extent of the tccg cases by FACTOR (rounded, at "
+                        "least 1; e.g. 0.5); files get a -xFACTOR suffix (default: 1)")
     parser.add_argument("--repeat", type=_positive_int, metavar="N",
                         help="timed runs per implementation; the median is reported")
     parser.add_argument("--output", metavar="DIR",
@@ -71,6 +77,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
     return value
 
 
@@ -144,4 +160,5 @@ def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> BenchR
         repeat=args.repeat,
         plot=not args.no_plot,
         resume=args.resume,
+        scale=args.scale,
     )

@@ -97,7 +97,8 @@ def run_demo(backend: str | None = None, stream: TextIO | None = None) -> int:
     backend = backend or ("gpu" if gpu.available else "cpu")
     host = environment.host()
     where = "; ".join(gpu.devices) if backend == "gpu" else (
-        f"{host['cpu']}, {host['cpu_count']} cores, NumPy {host['numpy']}, BLAS {host['blas']}"
+        f"{host['cpu']}, {host['cpu_count']} cores, NumPy {host['numpy']}, "
+        f"BLAS {host['blas']['text']}"
     )
     _show(f"gpu_tc {__version__} demo on the {backend} backend ({where})", stream)
     if backend == "cpu" and not gpu.available:

@@ -1,5 +1,8 @@
 """What this host offers: versions, BLAS, CPU, and whether a GPU backend can run.
 
+The BLAS, its kernel, threads and the environment variables steering them come from
+:mod:`gpu_tc.bench.blas_env`.
+
 GPU packages (CuPy, nvmath-python) are imported only by :func:`gpu_status`, which
 the ``info``, ``selftest``, ``demo`` and ``bench --backend gpu`` commands call; every
 failure there becomes a reason string, never an exception.
@@ -17,6 +20,8 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
+
+from . import blas_env
 
 
 @dataclass(frozen=True)
@@ -50,24 +55,12 @@ def installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def blas() -> str:
-    """The BLAS NumPy uses: threadpoolctl's view if installed, else NumPy's build info."""
-    if installed("threadpoolctl"):
-        from threadpoolctl import threadpool_info
+def blas() -> dict[str, Any]:
+    """NumPy's BLAS: library, version, kernel ("architecture"), threads, a one-line "text".
 
-        pools = [p for p in threadpool_info() if p.get("user_api") == "blas"]
-        if pools:
-            pool = pools[0]
-            return (
-                f"{pool.get('internal_api')} {pool.get('version')} "
-                f"({pool.get('num_threads')} threads, {pool.get('architecture')})"
-            )
-    try:
-        config: Any = np.show_config(mode="dicts")
-        entry = config["Build Dependencies"]["blas"]
-    except (TypeError, KeyError):  # NumPy < 1.26 prints only
-        return "unknown"
-    return f"{entry.get('name', 'unknown')} {entry.get('version', '')}".strip()
+    threadpoolctl's view when installed, else NumPy's build info, saying so.
+    """
+    return blas_env.loaded()[0]
 
 
 @lru_cache(maxsize=1)
@@ -83,16 +76,25 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def host() -> dict[str, Any]:
-    """Versions and hardware of the host side, for reports."""
+def host(blas_found: blas_env.BlasEnvironment | None = None) -> dict[str, Any]:
+    """Versions and hardware of the host side, for reports.
+
+    Args:
+        blas_found: What :func:`gpu_tc.bench.blas_env.inspect` found (inspected here
+            when not given): NumPy's BLAS, every BLAS pool, and the variables steering
+            them ("blas", "blas_pools", "blas_variables"; its warnings stay with it).
+    """
     from .. import __version__
 
+    blas_found = blas_env.inspect() if blas_found is None else blas_found
     return {
         "gpu_tc": __version__,
         "python": platform.python_version(),
         "platform": f"{platform.system()} {platform.machine()}",
         "numpy": np.__version__,
-        "blas": blas(),
+        "blas": blas_found.blas,
+        "blas_pools": blas_found.pools,
+        "blas_variables": blas_found.variables,
         "cpu": cpu_name(),
         "cpu_count": os.cpu_count(),
         "opt_einsum": package_version("opt_einsum"),

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .text import number, title
+from .text import blas_line, number, title, variables_line
 
 CASES_PER_ROW = 24
 COLOURS = ("#d62728", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17becf")
@@ -26,7 +26,8 @@ def plot_report(doc: dict[str, Any], path: Path) -> Path:
 
     cases = doc["cases"]
     groups = [cases[i : i + CASES_PER_ROW] for i in range(0, len(cases), CASES_PER_ROW)] or [[]]
-    figure = Figure(figsize=(16, 1.2 + 4.2 * len(groups)), dpi=100, layout="constrained")
+    header = 0.25 * (3 + len(doc.get("warnings", [])))  # inches for the caption's lines
+    figure = Figure(figsize=(16, 0.5 + header + 4.2 * len(groups)), dpi=100, layout="constrained")
     axes = figure.subplots(len(groups), 1, squeeze=False, sharey=True)[:, 0]
     values = [e.get("value") for c in cases for e in c["results"].values() if e.get("value")]
     values += [c["ceiling"] for c in cases if c.get("ceiling")]
@@ -41,10 +42,15 @@ def plot_report(doc: dict[str, Any], path: Path) -> Path:
 
 
 def _caption(doc: dict[str, Any]) -> str:
+    """Title; devices, CPU and ratio; BLAS, kernel, threads and variables; each warning."""
     env = doc["environment"]
-    where = "; ".join(env.get("devices") or []) or f"{env.get('cpu')}, {env.get('cpu_count')} cores"
+    cpu = f"{env.get('cpu')}, {env.get('cpu_count')} cores"
+    where = "; ".join([*(env.get("devices") or []), cpu])
     ratio = doc["summary"]["geomean_ratio_best"]
-    return f"{title(doc)}\n{where}; gpu_tc / best peer (geomean) = {number(ratio)}"
+    lines = [title(doc), f"{where}; gpu_tc / best peer (geomean) = {number(ratio)}",
+             f"BLAS {blas_line(env)}; variables: {variables_line(env)}"]
+    lines += [f"WARNING: {warning}" for warning in doc.get("warnings", [])]
+    return "\n".join(lines)
 
 
 def _draw_row(ax: Any, doc: dict[str, Any], cases: list[dict[str, Any]], log: bool,

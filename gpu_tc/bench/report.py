@@ -3,6 +3,8 @@
 A report is the plain dict :func:`gpu_tc.bench.runner.run` returns. Every ratio is
 ``peer seconds / gpu_tc seconds``: above 1 means gpu_tc is faster, whatever the
 metric. The best peer of a case is its fastest peer whose result matched gpu_tc's.
+Ratios come from each implementation's median run; the summary adds the best peer's
+ratio from each implementation's fastest run, so the spread of the runs shows there too.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .suites import DTYPES, SUITES
-from .text import number, title
+from .suites import DTYPES, SUITES, Metric
+from .text import blas_line, number, title, variables_line
 
 SUMMARY_NAME = "summary.md"
 
@@ -30,9 +32,10 @@ def geomean(values: Iterable[float]) -> float | None:
     return math.exp(sum(logs) / len(logs)) if logs else None
 
 
-def _seconds(case: dict[str, Any], name: str) -> float | None:
+def _seconds(case: dict[str, Any], name: str, key: str = "seconds") -> float | None:
+    """An implementation's median ("seconds") or fastest run ("best"), per call."""
     entry = case["results"].get(name)
-    return None if entry is None else entry.get("seconds")
+    return None if entry is None else entry.get(key)
 
 
 def analyse(doc: dict[str, Any]) -> dict[str, Any]:
@@ -51,6 +54,9 @@ def analyse(doc: dict[str, Any]) -> dict[str, Any]:
         best = min(matched, key=timed.__getitem__) if matched else None
         case["best_peer"] = best
         case["ratio_best"] = timed[best] / own if best and own else None
+        own_fastest = _seconds(case, own_name, "best")
+        fastest = [s for p in matched if (s := _seconds(case, p, "best"))]
+        case["ratio_best_of_runs"] = min(fastest) / own_fastest if fastest and own_fastest else None
     cases = doc["cases"]
     compared = [c["ratio_best"] for c in cases if c["ratio_best"] is not None]
     summary: dict[str, Any] = {
@@ -60,6 +66,7 @@ def analyse(doc: dict[str, Any]) -> dict[str, Any]:
         },
         "geomean_ratio": {p: geomean(c["ratios"].get(p) for c in cases) for p in peers},
         "geomean_ratio_best": geomean(compared),
+        "geomean_ratio_best_of_runs": geomean(c["ratio_best_of_runs"] for c in cases),
         "cases_compared": len(compared),
         "cases_at_or_above_best": sum(r >= 1 for r in compared),
         "mismatches": [
@@ -91,10 +98,14 @@ def markdown(doc: dict[str, Any]) -> str:
     if doc.get("command"):
         lines += [f"Command: `{doc['command']}`", ""]
     lines += [
-        f"Host: {env.get('cpu')}, {env.get('cpu_count')} cores; NumPy {env.get('numpy')} "
-        f"(BLAS {env.get('blas')}); gpu_tc {env.get('gpu_tc')}; {doc['created']}.",
+        f"Host: {env.get('cpu')}, {env.get('cpu_count')} cores; NumPy {env.get('numpy')}; "
+        f"gpu_tc {env.get('gpu_tc')}; {doc['created']}.",
+        "",
+        f"BLAS: {blas_line(env)}; BLAS and threading variables: {variables_line(env)}.",
         "",
     ]
+    lines += [line for warning in doc.get("warnings", []) for line in
+              (f"**Warning:** {warning}.", "")]
     if env.get("devices"):
         lines += [f"GPU: {'; '.join(env['devices'])}.", ""]
     if doc.get("ceiling"):
@@ -108,8 +119,9 @@ def markdown(doc: dict[str, Any]) -> str:
         row = [str(case["id"]), case["name"], f"`{case['expr']}`"]
         if work:
             row.append(number(case["work"] / work[1]))
+        spread = {names[0], case["best_peer"]}
         for name in names:
-            row.append(_cell(case["results"].get(name)))
+            row.append(_cell(case["results"].get(name), doc, case if name in spread else None))
         if "copy" in header:
             row.append(number(case["ceiling"]))
         route = (case["results"].get(names[0]) or {}).get("route") or ""
@@ -119,12 +131,20 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cell(entry: dict[str, Any] | None) -> str:
+def _cell(entry: dict[str, Any] | None, doc: dict[str, Any],
+          spread_of: dict[str, Any] | None) -> str:
+    """The median's value; given the case (``spread_of``), the runs' range: "52.1 (49.8-53.0)"."""
     if entry is None:
         return "n/a"
     if entry["error"]:
         return "error"
-    return number(entry.get("value")) + (" (x)" if entry["mismatch"] else "")
+    text = number(entry.get("value"))
+    samples = entry.get("samples") or []
+    if spread_of is not None and len(samples) > 1:
+        metric = Metric(**doc["metric"])
+        values = [metric.value(s, spread_of["work"]) for s in samples]
+        text += f" ({number(min(values))}-{number(max(values))})"
+    return text + (" (x)" if entry["mismatch"] else "")
 
 
 def _summary_lines(doc: dict[str, Any]) -> list[str]:
@@ -139,12 +159,14 @@ def _summary_lines(doc: dict[str, Any]) -> list[str]:
         + ", ".join(f"{p} {number(r)}" for p, r in summary["geomean_ratio"].items())
         + f"; best peer per case {number(summary['geomean_ratio_best'])} "
         f"({summary['cases_at_or_above_best']}/{summary['cases_compared']} cases at or above "
-        "the best peer).",
+        "the best peer); from each implementation's fastest run instead of its median: "
+        f"{number(summary.get('geomean_ratio_best_of_runs'))}.",
         "",
     ]
     if "fraction_of_ceiling" in summary:
         lines += [f"gpu_tc geomean = {summary['fraction_of_ceiling']:.0%} of the ceiling.", ""]
     lines.append(
+        "gpu_tc and the best peer: median (slowest-fastest of the timed runs). "
         f"(x): the result differs from gpu_tc's by more than {doc['tolerance']:g} "
         "(max-norm relative error); n/a: the peer has no such operation."
     )
@@ -156,9 +178,14 @@ def _summary_lines(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def stem(backend: str, suite: str, dtype: str) -> str:
-    """The files' stem, e.g. "cpu-tccg-float64"."""
-    return f"{backend}-{suite}-{dtype}"
+def stem(backend: str, suite: str, dtype: str, scale: float = 1.0) -> str:
+    """The files' stem, e.g. "cpu-tccg-float64"; "cpu-tccg-float64-x0.5" with ``scale`` 0.5.
+
+    Example:
+        >>> stem("cpu", "tccg", "float64", 0.5)
+        'cpu-tccg-float64-x0.5'
+    """
+    return f"{backend}-{suite}-{dtype}" + (f"-x{scale:g}" if scale != 1.0 else "")
 
 
 def write(doc: dict[str, Any], directory: Path, plot: bool = True) -> list[Path]:
@@ -168,14 +195,15 @@ def write(doc: dict[str, Any], directory: Path, plot: bool = True) -> list[Path]
     different suites into one directory add up.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    base = directory / stem(doc["backend"], doc["suite"], doc["dtype"])
-    paths = [base.with_suffix(".json"), base.with_suffix(".md")]
+    base = stem(doc["backend"], doc["suite"], doc["dtype"], doc.get("scale", 1.0))
+    # Not with_suffix: the stem of a scaled run has a dot of its own ("-x0.5").
+    paths = [directory / f"{base}.json", directory / f"{base}.md"]
     paths[0].write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     paths[1].write_text(markdown(doc), encoding="utf-8")
     if plot:
         from .plot import plot_report
 
-        paths.append(plot_report(doc, base.with_suffix(".png")))
+        paths.append(plot_report(doc, directory / f"{base}.png"))
     summary = directory / SUMMARY_NAME
     summary.write_text(summary_markdown(load_all(directory)), encoding="utf-8")
     return paths + [summary]
@@ -191,31 +219,38 @@ def load_all(directory: Path) -> list[dict[str, Any]]:
     return docs
 
 
-def _row_order(doc: dict[str, Any]) -> tuple[int, str, int]:
-    return SUITES.index(doc["suite"]), doc["backend"], DTYPES.index(doc["dtype"])
+def _row_order(doc: dict[str, Any]) -> tuple[int, str, int, float]:
+    return SUITES.index(doc["suite"]), doc["backend"], DTYPES.index(doc["dtype"]), -_scale(doc)
+
+
+def _scale(doc: dict[str, Any]) -> float:
+    return float(doc.get("scale", 1.0))
 
 
 def summary_markdown(docs: list[dict[str, Any]]) -> str:
     """One table: per report, each implementation's geomean and gpu_tc vs the best peer.
 
-    Rows follow the suites' order, then backend and dtype.
+    Rows follow the suites' order, then backend, dtype and scale (full extents first; a
+    scaled run's suite reads e.g. "tccg x0.5").
     """
     docs = sorted(docs, key=_row_order)
     names: list[str] = []
     for doc in docs:
         names += [n for n in doc["implementations"] if n not in names]
-    header = ["suite", "dtype", "backend", "unit", *names, "gpu_tc/best", "cases >= best",
-              "mismatches"]
+    header = ["suite", "dtype", "backend", "unit", *names, "gpu_tc/best",
+              "gpu_tc/best (fastest runs)", "cases >= best", "mismatches"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for doc in docs:
         s = doc["summary"]
-        row = [doc["suite"], doc["dtype"], doc["backend"], doc["metric"]["unit"]]
+        suite = doc["suite"] + (f" x{_scale(doc):g}" if _scale(doc) != 1.0 else "")
+        row = [suite, doc["dtype"], doc["backend"], doc["metric"]["unit"]]
         row += [number(s["geomean"].get(n)) if n in s["geomean"] else "n/a" for n in names]
-        row += [number(s["geomean_ratio_best"]),
+        row += [number(s["geomean_ratio_best"]), number(s.get("geomean_ratio_best_of_runs")),
                 f"{s['cases_at_or_above_best']}/{s['cases_compared']}", str(len(s["mismatches"]))]
         lines.append("| " + " | ".join(row) + " |")
     commands = sorted({doc["command"] for doc in docs if doc.get("command")})
     notes = ["", "Geomeans over the cases of each suite; gpu_tc/best: geomean of "
-             "best-peer time / gpu_tc time (> 1: gpu_tc faster)."]
+             "best-peer time / gpu_tc time (> 1: gpu_tc faster), from each implementation's "
+             "median run, and (fastest runs) from its fastest run."]
     notes += ["", "Made by:", *[f"- `{c}`" for c in commands]] if commands else []
     return "\n".join(lines + notes) + "\n"

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import ceilings, environment, report, suites, timing
+from . import blas_env, ceilings, environment, report, suites, timing
 from .checkpoint import Checkpoint
 from .peers import GPU_TC, PEERS, Peer, Runner, runs_case
 from .progress import Progress
@@ -37,6 +37,7 @@ class Settings:
     Attributes:
         backend: "cpu" (NumPy operands) or "gpu" (CuPy operands).
         quick: Shrunk extents (see :mod:`gpu_tc.bench.suites`).
+        scale: Every extent of the tccg cases times this (rounded, at least 1).
         repeat: Timed runs per implementation; the median is reported.
         warmup: Untimed calls first (the first one's result is checked).
         min_run_time: Seconds each timed run lasts at least (small cases loop).
@@ -47,6 +48,7 @@ class Settings:
 
     backend: str = "cpu"
     quick: bool = False
+    scale: float = 1.0
     repeat: int = 3
     warmup: int = 1
     min_run_time: float = 0.02
@@ -91,10 +93,12 @@ def device(backend: str) -> Device:
 
 
 def plan(
-    suite: str, dtype: str, peers: list[str], quick: bool, case_ids: Collection[int] | None
+    suite: str, dtype: str, peers: list[str], quick: bool, case_ids: Collection[int] | None,
+    scale: float = 1.0,
 ) -> SuitePlan:
-    """The cases (all, or those with ids in ``case_ids``) and the named peers."""
-    chosen = [c for c in suites.cases(suite, dtype, quick) if case_ids is None or c.id in case_ids]
+    """The cases (all, or those in ``case_ids``; tccg's extents times ``scale``) and peers."""
+    every = suites.cases(suite, dtype, quick, scale)
+    chosen = [c for c in every if case_ids is None or c.id in case_ids]
     return SuitePlan(suite, dtype, chosen, [PEERS[name] for name in peers])
 
 
@@ -120,6 +124,8 @@ def run(
     """
     dev = device(settings.backend)
     metric = suites.metric(suite_plan.suite)
+    # Before the cases: the pools of peer libraries imported later do not count as NumPy's.
+    found = blas_env.inspect()
     # The GEMM ceiling is measured before and after the cases; the higher one is kept,
     # so a passing slowdown of the host cannot lower it.
     before = _gemm(suite_plan.dtype, settings, dev) if suite_plan.suite == "tccg" else None
@@ -146,7 +152,10 @@ def run(
         "command": settings.command,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "settings": asdict(settings),
-        "environment": _environment(settings.backend),
+        "scale": settings.scale,
+        "environment": _environment(settings.backend, found),
+        # Overrides of the BLAS kernel or threads: numbers made under them are not comparable.
+        "warnings": list(found.warnings),
         # Other work on the host skews timings: the 1-minute load before and after.
         "load_average": [load, os.getloadavg()[0] if load is not None else None],
         "implementations": [GPU_TC.name] + [p.name for p in suite_plan.peers],
@@ -163,8 +172,8 @@ def _gemm(dtype: str, settings: Settings, dev: Device) -> ceilings.Ceiling:
     return ceilings.gemm(dtype, dev.xp, dev.sync, n, settings.repeat)
 
 
-def _environment(backend: str) -> dict[str, Any]:
-    info = environment.host()
+def _environment(backend: str, found: blas_env.BlasEnvironment) -> dict[str, Any]:
+    info = environment.host(found)
     if backend == "gpu":
         status = environment.gpu_status()
         info.update(status.versions)
@@ -227,7 +236,8 @@ def _run_case(
             measured = timing.Timing.of(item.samples, item.number)
             entry.update(seconds=measured.median, best=measured.best,
                          calls_per_run=measured.calls_per_run,
-                         value=metric.value(measured.median, case.work))
+                         value=metric.value(measured.median, case.work),
+                         samples=list(item.samples))
     ceiling = None
     if case.suite in ("permute", "trace", "reduce"):
         ceiling = ceilings.copy(case, dev.xp, dev.sync, settings.repeat)

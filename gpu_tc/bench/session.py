@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import environment, report, runner
+from . import blas_env, environment, report, runner
 from .checkpoint import Checkpoint
 from .cli_args import BenchRequest
 from .peers import PEERS, default_peers
@@ -19,7 +19,10 @@ def settings_for(suite: str, request: BenchRequest, command: str) -> runner.Sett
     repeat = request.repeat or (7 if overhead else 5 if request.quick else 3)
     min_run_time = (0.05 if overhead else 0.02) / (4 if request.quick else 1)
     settle = 0.0 if request.backend == "gpu" else 0.02 if request.quick else 0.15
-    return runner.Settings(request.backend, request.quick, repeat, 1, min_run_time, settle, command)
+    scale = request.scale if suite == "tccg" else 1.0
+    return runner.Settings(backend=request.backend, quick=request.quick, scale=scale,
+                           repeat=repeat, warmup=1, min_run_time=min_run_time, settle=settle,
+                           command=command)
 
 
 def available_peers(names: list[str], notes: list[str]) -> list[str]:
@@ -37,13 +40,17 @@ def available_peers(names: list[str], notes: list[str]) -> list[str]:
 def plans(request: BenchRequest, notes: list[str]) -> list[runner.SuitePlan]:
     """A plan per suite and dtype that has at least one case."""
     found = []
+    if request.scale != 1.0 and any(suite != "tccg" for suite in request.suites):
+        notes.append(f"--scale {request.scale:g} applies to the tccg suite only; the others "
+                     "run at their usual extents")
     for suite in request.suites:
         names = list(request.peers) if request.peers is not None else default_peers(
             request.backend, suite
         )
         usable = available_peers(names, notes)
         for dtype in request.dtypes:
-            plan = runner.plan(suite, dtype, usable, request.quick, request.case_ids)
+            scale = request.scale if suite == "tccg" else 1.0
+            plan = runner.plan(suite, dtype, usable, request.quick, request.case_ids, scale)
             if plan.cases:
                 found.append(plan)
             elif f"{suite}: no case has the ids asked for; skipped" not in notes:
@@ -84,6 +91,9 @@ def run_session(
         notes.append("matplotlib is not installed: no PNG plots (pip install 'gpu-tc[bench]')")
     for note in notes:
         print(f"gpu-tc bench: {note}", file=sys.stderr)
+    # Every report repeats these; said once here, before the hour a full run takes.
+    for warning in blas_env.inspect().warnings:
+        print(f"gpu-tc bench: warning: {warning}", file=sys.stderr)
     if not chosen:
         print("gpu-tc bench: nothing to run", file=sys.stderr)
         return 2
@@ -96,7 +106,7 @@ def run_session(
             settings = settings_for(plan.suite, request, command)
             checkpoint = None
             if output is not None:
-                stem = report.stem(request.backend, plan.suite, plan.dtype)
+                stem = report.stem(request.backend, plan.suite, plan.dtype, settings.scale)
                 key = runner.checkpoint_key(plan, settings)
                 checkpoint = Checkpoint(output / f"{stem}.partial.json", key)
             doc = runner.run(plan, settings, progress, checkpoint, request.resume)

@@ -140,12 +140,29 @@ def shrink(sizes: dict[str, int], limit: float, measure: Any) -> dict[str, int]:
     return current
 
 
-def tccg_cases(dtype: str, quick: bool = False, flops_limit: float = QUICK_FLOPS) -> list[Case]:
-    """The TCCG suite in ``dtype``; ``quick`` shrinks each case to ``flops_limit`` FLOPs."""
+def scaled(sizes: dict[str, int], factor: float) -> dict[str, int]:
+    """Every extent times ``factor``, rounded half up, at least 1.
+
+    Example:
+        >>> scaled({"a": 5, "b": 1, "c": 48}, 0.5)
+        {'a': 3, 'b': 1, 'c': 24}
+    """
+    return {x: max(1, math.floor(n * factor + 0.5)) for x, n in sizes.items()}
+
+
+def tccg_cases(
+    dtype: str, quick: bool = False, flops_limit: float = QUICK_FLOPS, scale: float = 1.0
+) -> list[Case]:
+    """The TCCG suite in ``dtype``, every extent times ``scale``.
+
+    ``quick`` then shrinks each case to ``flops_limit`` FLOPs.
+    """
     cases = []
     for entry in tccg_table():
         expr = entry["expr_rowmajor"]
         sizes = entry["sizes_float32_variant" if dtype in ("float32", "complex64") else "sizes"]
+        if scale != 1.0:
+            sizes = scaled(sizes, scale)
         if quick:
             sizes = shrink(sizes, flops_limit, lambda s, e=expr: _einsum_flops(e, s, dtype))
         cases.append(
@@ -216,15 +233,26 @@ def _largest_operand(expr: str, sizes: dict[str, int]) -> int:
     return max(math.prod(sizes[x] for x in term) for term in terms)
 
 
-def cases(suite: str, dtype: str, quick: bool = False) -> list[Case]:
+def cases(suite: str, dtype: str, quick: bool = False, scale: float = 1.0) -> list[Case]:
     """Every case of ``suite`` in ``dtype`` (shrunk when ``quick``).
+
+    Args:
+        suite: One of :data:`SUITES`.
+        dtype: One of :data:`DTYPES`.
+        quick: Shrink every case to a smoke test's size.
+        scale: Every extent times this (tccg only; 0.5: half extents).
+
+    Raises:
+        ValueError: an unknown suite, or a ``scale`` other than 1 outside tccg.
 
     Example:
         >>> [c.expr for c in cases("overhead", "float64")][:2]
         ['ij,jk->ik', 'i,i->']
     """
     if suite == "tccg":
-        return tccg_cases(dtype, quick)
+        return tccg_cases(dtype, quick, scale=scale)
+    if scale != 1.0:
+        raise ValueError(f"scale applies to the tccg suite only, not to {suite!r}")
     if suite == "overhead":
         return _table_cases(suite, KINDS[suite], _OVERHEAD, dtype, False, _einsum_flops)
     tables = {"permute": _PERMUTE, "trace": _TRACE, "reduce": _REDUCE}

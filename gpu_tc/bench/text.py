@@ -1,4 +1,4 @@
-"""How reports name things: numbers to three figures or so, and a report's title."""
+"""How reports name things: numbers to three figures or so, a report's title, its BLAS."""
 
 from __future__ import annotations
 
@@ -25,7 +25,29 @@ def number(value: float | None) -> str:
 
 
 def title(doc: dict[str, Any]) -> str:
-    """e.g. "tccg, float64, cpu: GFLOP/s (higher is better)"."""
+    """The heading, e.g. "tccg, float64, cpu: GFLOP/s (higher is better)".
+
+    A run with ``--scale 0.5`` reads "tccg, float64, cpu, extents x0.5: ...".
+    """
     better = "higher" if doc["metric"]["higher_is_better"] else "lower"
     unit = doc["metric"]["unit"]
-    return f"{doc['suite']}, {doc['dtype']}, {doc['backend']}: {unit} ({better} is better)"
+    scale = doc.get("scale", 1.0)
+    extents = f", extents x{scale:g}" if scale != 1.0 else ""
+    return (f"{doc['suite']}, {doc['dtype']}, {doc['backend']}{extents}: "
+            f"{unit} ({better} is better)")
+
+
+def blas_line(env: dict[str, Any]) -> str:
+    """NumPy's BLAS, kernel and threads in one line (older reports: the string they hold)."""
+    blas = env.get("blas")
+    if isinstance(blas, dict):
+        return str(blas.get("text") or "unknown")
+    return str(blas) if blas else "unknown"
+
+
+def variables_line(env: dict[str, Any]) -> str:
+    """The BLAS and threading variables of a report's host, e.g. "OMP_NUM_THREADS=1"."""
+    found = env.get("blas_variables")
+    if found is None:
+        return "not recorded"
+    return ", ".join(f"{name}={value}" for name, value in found.items()) or "none set"
