@@ -9,6 +9,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from gpu_tc.backend import PrimitivePlan
+from gpu_tc.gemm import lowerings
 from gpu_tc.options import Options
 from gpu_tc.problem import (
     ContractionProblem,
@@ -21,7 +22,8 @@ from gpu_tc.problem import (
 
 from .contraction import CpuContractionPlan
 from .elementwise import CpuElementwisePlan
-from .orientation import MIN_FLOPS, OrientationTrial, contraction_flops
+from .measure import MIN_FLOPS, MeasuredPlan
+from .orientation import OrientationTrial, contraction_flops
 from .permute import CpuPermutationPlan
 from .pool import HOST_POOL
 from .reduction import CpuReductionPlan
@@ -127,9 +129,14 @@ class CpuBackend:
         """A NumPy scalar for a 0-d result, as numpy.einsum returns."""
         return result[()] if result.ndim == 0 else result
 
-    def contraction_plan(self, problem: ContractionProblem, options: Options) -> CpuContractionPlan:
-        """A GEMM lowering of ``problem`` (see gpu_tc.gemm)."""
-        return CpuContractionPlan(problem)
+    def contraction_plan(self, problem: ContractionProblem, options: Options) -> PrimitivePlan:
+        """A GEMM lowering of ``problem`` (see gpu_tc.gemm); where lowerings compete
+        (pack an operand or loop over it) and the problem has measure.MIN_FLOPS, a plan
+        that times them on its first calls (cpu_fallback.measure)."""
+        choices = lowerings(problem)
+        if len(choices) == 1 or contraction_flops(problem) < MIN_FLOPS:
+            return CpuContractionPlan(problem, choices[0])
+        return MeasuredPlan([CpuContractionPlan(problem, low) for low in choices])
 
     def permutation_plan(self, problem: PermutationProblem, options: Options) -> CpuPermutationPlan:
         """A strided copy into B's layout."""

@@ -170,7 +170,7 @@ def copy_tiled(source: np.ndarray, destination: np.ndarray) -> bool:
     tiles = _tiles()
     if tiles is None:
         return False
-    workers = tiles.numba.get_num_threads()
+    workers = tiles.threads()
     parallel = pays(layout, source.nbytes, workers)
     if parallel is None:
         return False

@@ -11,6 +11,7 @@ from gpu_tc.backend import PlanDefaults, Scalars
 from gpu_tc.gemm import (
     BroadcastOperand,
     GemmLowering,
+    Lowering,
     MatrixOperand,
     MultiplyLowering,
     lower,
@@ -24,9 +25,9 @@ from .pool import HOST_POOL, MIN_BYTES
 class CpuContractionPlan(PlanDefaults):
     """D = alpha * A * B + beta * C on the CPU; ``route`` and ``reason`` say how."""
 
-    def __init__(self, problem: ContractionProblem) -> None:
+    def __init__(self, problem: ContractionProblem, lowering: Lowering | None = None) -> None:
         self.problem = problem
-        self.lowering = lower(problem)
+        self.lowering = lower(problem) if lowering is None else lowering
         self.route = "blas:" + self.lowering.route
         self.reason = self.lowering.reason
         self.fresh = _fresh_call(self.lowering, problem)

@@ -60,7 +60,9 @@ class PrimitivePlan(Protocol):
             as the problem's D, or None.
     """
 
-    route: str
+    @property
+    def route(self) -> str: ...
+
     fresh: Callable[..., Any] | None
 
     @property
@@ -90,7 +92,13 @@ class OrientationTrial(Protocol):
     """A final contraction into a new result whose layout the backend chooses by
     measuring both GEMM orientations (see cpu_fallback.orientation)."""
 
-    plan: PrimitivePlan
+    @property
+    def plan(self) -> PrimitivePlan:
+        """The plan chosen (so far)."""
+
+    @property
+    def flipped(self) -> bool:
+        """Whether that plan writes the flipped layout (the other orientation)."""
 
     @property
     def output(self) -> TensorSpec:

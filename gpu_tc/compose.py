@@ -190,12 +190,14 @@ class EinsumPlan:
         return reason
 
     def _live_stages(self) -> tuple[tuple[PrimitivePlan, PrimitiveProblem], ...]:
-        """(plan, problem) per stage, the final one in the orientation now chosen."""
+        """(plan, problem) per stage, the final one as the orientation trial now chooses."""
         trial = self._orientation
-        if trial is None or trial.plan is self._described[-1][0]:
+        if trial is None:
             return self._described
-        assert self.program.flipped is not None
-        return self._described[:-1] + ((trial.plan, self.program.flipped),)
+        flipped = self.program.flipped
+        assert flipped is not None
+        problem = flipped if trial.flipped else self.program.final
+        return self._described[:-1] + ((trial.plan, problem),)
 
     def execute(self, operands: Sequence[Any], out: Any, scalars: Scalars, addend: Any) -> Any:
         """Compute alpha * einsum + beta * addend into ``out``."""

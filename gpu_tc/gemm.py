@@ -8,6 +8,12 @@ that makes K contiguous: A as (batch, M, K), B as (batch, N, K) viewed as (batch
 D is written in place when its groups merge into a BLAS matrix; otherwise the GEMM
 writes a temporary, oriented (M, N) or (N, M) after D's fastest label, and it is
 unpacked into D. Which of C = AB or C^T = B^T A^T runs follows from those layouts.
+
+Whether to loop over a free group that does not merge (reading the operand in place
+with many smaller GEMMs) or to pack the operand is a trade no rule settles across
+sizes and hosts: :func:`lowerings` gives each policy's lowering ("heuristic": the
+thresholds below; "pack": never loop; "loop": loop wherever it spares packing an
+operand), and a backend may time them (cpu_fallback.measure).
 """
 
 from __future__ import annotations
@@ -100,10 +106,34 @@ class EmptyLowering:
 
 
 Lowering = GemmLowering | MultiplyLowering | EmptyLowering
+POLICIES = ("heuristic", "pack", "loop")
 
 
-def lower(problem: ContractionProblem) -> Lowering:
-    """Choose how to run ``problem`` as GEMM calls on views and packed buffers."""
+def lowerings(problem: ContractionProblem) -> tuple[Lowering, ...]:
+    """The distinct lowerings of ``problem`` under every policy, the heuristic's first;
+    one when no policy differs (small, empty and product-only problems)."""
+    found: list[Lowering] = []
+    for policy in POLICIES:
+        low = lower(problem, policy)
+        if all(_operands(low) != _operands(x) for x in found):
+            found.append(low)
+    return tuple(found)
+
+
+def _operands(low: Lowering) -> tuple[object, ...]:
+    return (low.a, low.b, low.d) if isinstance(low, GemmLowering) else (low,)
+
+
+def lower(problem: ContractionProblem, policy: str = "heuristic") -> Lowering:
+    """Choose how to run ``problem`` as GEMM calls on views and packed buffers.
+
+    Args:
+        problem: The contraction.
+        policy: How a free group that does not merge in its operand is handled:
+            "heuristic" (loop over its outer labels when the thresholds say it pays),
+            "pack" (pack the operand), "loop" (loop whenever that reads the operand in
+            place, D going through a temporary if it must).
+    """
     a, b, d = problem.a, problem.b, problem.d
     roles = problem.roles
     if roles.summed:
@@ -135,8 +165,8 @@ def lower(problem: ContractionProblem) -> Lowering:
             _matrix(d, batch, m, n, pack=not d_merges, transposed=_fastest_in(d, m)),
         )
 
-    m_loop, m = _split_group(a, m, d, k, b, rows_first=True)
-    n_loop, n = _split_group(b, n, d, k, a, rows_first=False)
+    m_loop, m = _split_group(a, m, d, k, b, rows_first=True, policy=policy)
+    n_loop, n = _split_group(b, n, d, k, a, rows_first=False, policy=policy)
     loops = m_loop + n_loop
     batch = order_by_stride(d, batch + loops)
     ok_a, why_a = _fits(a, batch, m, k, "A")
@@ -160,7 +190,8 @@ def lower(problem: ContractionProblem) -> Lowering:
 
 
 def _split_group(
-    x: TensorSpec, order: str, d: TensorSpec, k: str, other: TensorSpec, *, rows_first: bool
+    x: TensorSpec, order: str, d: TensorSpec, k: str, other: TensorSpec, *, rows_first: bool,
+    policy: str,
 ) -> tuple[str, str]:
     """Split a free group that does not merge in its operand ``x`` (or in D).
 
@@ -171,13 +202,16 @@ def _split_group(
     loop runs at most LOOP_MAX_CALLS GEMMs, and ``x`` then is a BLAS matrix stack in
     place (with the contracted labels ``k``): a packed operand merges the whole group.
     Each GEMM of the loop reads the ``other`` operand again, so the loop must read it
-    no more than the packing of ``x`` would move (2 |x|).
+    no more than the packing of ``x`` would move (2 |x|). The "loop" policy drops every
+    threshold but LOOP_MAX_CALLS and the need for D to merge; "pack" never splits.
 
     Returns:
         (looped labels, GEMM labels); ("", order) when nothing is split.
     """
-    if merge(x, order) is not None and merge(d, order) is not None:
+    if policy == "pack" or (merge(x, order) is not None and merge(d, order) is not None):
         return "", order
+    if policy == "loop":
+        return _loop_for(x, order, k, rows_first)
     if x.size < LOOP_MIN_ELEMENTS:
         return "", order
     for cut in range(1, len(order)):
@@ -193,6 +227,20 @@ def _split_group(
         ):
             return outer, inner
         break
+    return "", order
+
+
+def _loop_for(x: TensorSpec, order: str, k: str, rows_first: bool) -> tuple[str, str]:
+    """The outer labels to loop so that the rest of ``order`` merges in ``x`` and ``x``
+    is a BLAS matrix stack in place; ("", order) when ``x`` merges already or no cut
+    does it within LOOP_MAX_CALLS GEMMs."""
+    if merge(x, order) is not None:
+        return "", order
+    for cut in range(1, len(order)):
+        inner, outer = order[cut:], order[:cut]
+        rows, cols = (inner, k) if rows_first else (k, inner)
+        if merge(x, inner) is not None and _fits(x, "", rows, cols, "")[0]:
+            return (outer, inner) if _product(x, outer) <= LOOP_MAX_CALLS else ("", order)
     return "", order
 
 

@@ -6,14 +6,17 @@ import numpy as np
 import pytest
 
 import gpu_tc
-from cpu_fallback import orientation
-from cpu_fallback.orientation import MIN_FLOPS, TRIALS, OrientationTrial, contraction_flops
+from cpu_fallback import measure
+from cpu_fallback.measure import MIN_FLOPS, SAMPLES
+from cpu_fallback.orientation import OrientationTrial, contraction_flops
 from gpu_tc import reference
 from gpu_tc.backend import Scalars
 from gpu_tc.problem import ContractionProblem, array_layout, contiguous_spec
 from gpu_tc.program import natural_outputs
 
 LARGE = "ik,kj->ij"  # 512^3 x 2 flops: above MIN_FLOPS
+# Each orientation is warmed up once, then both are timed SAMPLES times, alternating.
+MEASURED = 2 + 2 * SAMPLES
 N = 512
 
 
@@ -41,6 +44,8 @@ def test_flops():
 
 
 class _FakePlan:
+    route = "_FakePlan"
+
     def __init__(self, log: list[int], index: int, seconds: float, clock: list[float]):
         self.log, self.index, self.seconds, self.clock = log, index, seconds, clock
 
@@ -52,34 +57,48 @@ class _FakePlan:
 @pytest.mark.parametrize("faster", [0, 1])
 def test_trial_alternates_then_keeps_the_faster(monkeypatch, faster):
     clock = [0.0]
-    monkeypatch.setattr(orientation.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
     log: list[int] = []
     seconds = (0.001, 0.003) if faster == 0 else (0.003, 0.001)
     outputs = (_spec("ij", (3, 5)), _spec("ji", (5, 3)).permuted("ij"))
     plans = (_FakePlan(log, 0, seconds[0], clock), _FakePlan(log, 1, seconds[1], clock))
     trial = OrientationTrial(plans, outputs, array_layout)
-    for _ in range(1 + 2 * TRIALS + 3):
+    for _ in range(MEASURED + 3):
         d = np.empty((3, 5)) if trial.output is outputs[0] else np.empty((5, 3)).T
         trial.execute((None, None), d, Scalars(), None)
-    assert log[: 1 + 2 * TRIALS] == [0] + [1, 0] * TRIALS  # an untimed warm-up first
-    assert log[1 + 2 * TRIALS :] == [faster] * 3
-    assert trial.settled and trial.plan is plans[faster]
-    kept = "preferred" if faster == 0 else "flipped"
-    assert f"{kept} layout kept (preferred {seconds[0] * 1e3:.3g} ms" in trial.reason
+    assert log[:MEASURED] == [0, 1] * (1 + SAMPLES)  # untimed warm-ups first
+    assert log[MEASURED:] == [faster] * 3
+    assert trial.choice.settled and trial.plan is plans[faster]
+    assert trial.flipped == (faster == 1)
+    assert f"{'flipped' if faster else 'preferred'} _FakePlan kept" in trial.reason
+
+
+def test_a_result_allocated_in_one_layout_runs_a_plan_of_that_layout(monkeypatch):
+    """Whatever the trial wants next, it runs a plan that writes the layout ``out`` has
+    (a result allocated by another thread before the choice moved on)."""
+    clock = [0.0]
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+    log: list[int] = []
+    outputs = (_spec("ij", (3, 5)), _spec("ji", (5, 3)).permuted("ij"))
+    plans = (_FakePlan(log, 0, 0.001, clock), _FakePlan(log, 1, 0.001, clock))
+    trial = OrientationTrial(plans, outputs, array_layout)
+    for _ in range(5):
+        trial.execute((None, None), np.empty((5, 3)).T, Scalars(), None)
+    assert log == [1] * 5
 
 
 def test_large_einsum_alternates_layouts_and_every_result_is_right(rng):
     a, b = rng.standard_normal((N, N)), rng.standard_normal((N, N))
     expected = reference.einsum(LARGE, a, b)
     layouts = []
-    for _ in range(1 + 2 * TRIALS + 2):
+    for _ in range(MEASURED + 2):
         result = gpu_tc.einsum(LARGE, a, b)
         np.testing.assert_allclose(result, expected, rtol=1e-10, atol=1e-10)
         layouts.append(result.flags.c_contiguous)
-    assert layouts[: 1 + 2 * TRIALS] == [True] + [False, True] * TRIALS
-    assert len(set(layouts[1 + 2 * TRIALS :])) == 1  # settled
+    assert layouts[:MEASURED] == [True, False] * (1 + SAMPLES)
+    assert len(set(layouts[MEASURED:])) == 1  # settled
     plan = gpu_tc.prepare(LARGE, a, b)
-    assert "GEMM orientation being measured" in plan.reason
+    assert "GEMM orientation and lowering measuring 2 variants" in plan.reason
 
 
 def test_out_and_small_problems_are_not_measured(rng):

@@ -328,3 +328,41 @@ def test_concurrent_copies_from_threads():
     )
     env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue")
     subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("user_policy", [None, "ACTIVE"])
+def test_threads_start_waiting_passively_and_the_environment_is_left_as_found(user_policy):
+    """numba's OpenMP threads start with OMP_WAIT_POLICY=PASSIVE (they would spin and
+    slow the next BLAS call), set only while libgomp reads it; a user's choice wins."""
+    code = (
+        "import os, re, numpy as np\n"
+        "from cpu_fallback import blocked, tiles\n"
+        "seen = []\n"
+        "real = tiles.numba.get_num_threads\n"
+        "def spy():\n"
+        "    seen.append(os.environ.get('OMP_WAIT_POLICY'))\n"
+        "    return real()\n"
+        "tiles.numba.get_num_threads = spy\n"
+        "a = np.arange(2.0**22).reshape(2**11, 2**11)\n"
+        "b = np.empty_like(a)\n"
+        "assert blocked.copy_tiled(a.T, b) and (b == a.T).all()\n"
+        "maps = open('/proc/self/maps').read()\n"
+        "print(seen[0], os.environ.get('OMP_WAIT_POLICY'), 'libgomp' in maps)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if user_policy:
+        env["OMP_WAIT_POLICY"] = user_policy
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=env)
+    first, after, loaded = out.stdout.split()
+    assert first == (user_policy or "PASSIVE")  # what OpenMP read when the threads started
+    assert after == (user_policy or "None")  # and the environment is as the user left it
+    assert loaded == str(tiles_use_openmp())
+
+
+def tiles_use_openmp() -> bool:
+    """Whether numba's threading layer here is OpenMP (libgomp in the process)."""
+    code = "import numba\nnumba.get_num_threads()\nprint(numba.threading_layer())\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    return out.stdout.strip() == "omp"

@@ -1,0 +1,161 @@
+"""Choosing among interchangeable plans by timing real calls, robust to noise.
+
+Where routes compete (GEMM lowerings that pack an operand or loop over it, the two
+orientations of a new result) no constant tuned on one host and one size picks well
+on another, so the CPU backend times them on the calls themselves: every call computes
+the full, correct result with one of the variants. A :class:`Choice` warms each variant
+up once (untimed: page faults, BLAS threads), then rotates over them until each has
+SAMPLES timings, and keeps the fastest by median; the current choice (at first variant
+0, the rule's pick) stays unless another beats it by MARGIN. After RECHECK_FIRST more
+calls, then 8x as many each time, every variant is timed SAMPLES times afresh and the
+choice made again under the same margin: one disturbed call cannot pin a slow variant,
+and a choice made under a passing load is undone at the next re-check. Host timings are
+real here: CPU calls are synchronous.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from gpu_tc.backend import PlanDefaults, PrimitivePlan, Scalars
+
+# Below this many flops a contraction takes well under a millisecond: its variants are
+# not worth timing (the rule's pick runs).
+MIN_FLOPS = 1 << 22
+SAMPLES = 3
+MARGIN = 0.10
+RECHECK_FIRST = 16
+RECHECK_GROWTH = 8
+
+
+class Choice:
+    """The fastest of ``len(names)`` variants, from timings of the calls that run them.
+
+    Callers ask :meth:`next` which variant to run (and whether to time it), run it,
+    and report the seconds with :meth:`record`. Thread-safe: concurrent calls share
+    the queue of runs still to time.
+    """
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = tuple(names)
+        count = len(self.names)
+        self.best = 0
+        self._samples: list[list[float]] = [[] for _ in range(count)]
+        self._warm = [False] * count
+        # Warm-ups, then SAMPLES rounds, each round over every variant.
+        self._queue: deque[int] = deque(list(range(count)) * (1 + SAMPLES))
+        self._calls = 0
+        self._recheck = RECHECK_FIRST
+        self._decided = False
+        self._lock = threading.Lock()
+
+    @property
+    def settled(self) -> bool:
+        """Whether a choice was made and no timing is pending."""
+        return self._decided and not self._queue
+
+    def peek(self, allowed: Sequence[int] | None = None) -> int:
+        """The variant the next call would run (among ``allowed``, default all)."""
+        with self._lock:
+            return self._pick(allowed, pop=False)[0]
+
+    def next(self, allowed: Sequence[int] | None = None) -> tuple[int, bool]:
+        """(the variant to run now, among ``allowed``; whether to time it)."""
+        with self._lock:
+            if not self._queue:
+                self._calls += 1
+                if self._calls >= self._recheck:  # time every variant afresh
+                    self._calls, self._recheck = 0, self._recheck * RECHECK_GROWTH
+                    self._samples = [[] for _ in self.names]
+                    self._queue.extend(list(range(len(self.names))) * SAMPLES)
+            return self._pick(allowed, pop=True)
+
+    def _pick(self, allowed: Sequence[int] | None, pop: bool) -> tuple[int, bool]:
+        for position, variant in enumerate(self._queue):
+            if allowed is None or variant in allowed:
+                if pop:
+                    del self._queue[position]
+                return variant, self._warm[variant]
+        if allowed is None or self.best in allowed:
+            return self.best, False
+        return min(allowed, key=self._median), False
+
+    def record(self, variant: int, seconds: float, timed: bool) -> None:
+        """The seconds a call of ``variant`` took (``timed`` as :meth:`next` said)."""
+        with self._lock:
+            if not timed:
+                self._warm[variant] = True
+                return
+            self._samples[variant].append(seconds)
+            del self._samples[variant][:-SAMPLES]
+            if not self._queue:
+                self._decide()
+
+    def _median(self, variant: int) -> float:
+        samples = self._samples[variant]
+        return statistics.median(samples) if samples else float("inf")
+
+    def _decide(self) -> None:
+        fastest = min(range(len(self.names)), key=self._median)
+        if self._median(fastest) < (1 - MARGIN) * self._median(self.best):
+            self.best = fastest
+        self._decided = True
+
+    def describe(self) -> str:
+        """What was measured and kept, for a plan's reason."""
+        with self._lock:
+            if not self._decided:
+                timed = sum(len(s) for s in self._samples)
+                return (f"measuring {len(self.names)} variants ({timed} of "
+                        f"{len(self.names) * SAMPLES} calls timed)")
+            times = ", ".join(f"{name} {self._median(i) * 1e3:.3g} ms"
+                              for i, name in enumerate(self.names))
+            return (f"measured: {self.names[self.best]} kept ({times}; medians of the "
+                    f"last {SAMPLES} timed calls, {MARGIN:.0%} margin for a change)")
+
+
+def timed_run(choice: Choice, plans: Sequence[PrimitivePlan], inputs: Any, out: Any,
+              scalars: Scalars, addend: Any, allowed: Sequence[int] | None = None) -> None:
+    """Run the variant ``choice`` picks (among ``allowed``) and report its time."""
+    variant, timed = choice.next(allowed)
+    start = time.perf_counter()
+    plans[variant].execute(inputs, out, scalars, addend)
+    choice.record(variant, time.perf_counter() - start, timed)
+
+
+def variant_names(plans: Sequence[PrimitivePlan], prefixes: Sequence[str] = ()) -> list[str]:
+    """Names for a reason: each plan's route (with its prefix), numbered when repeated."""
+    names = [f"{p} {plan.route}" if p else plan.route
+             for p, plan in zip(list(prefixes) or [""] * len(plans), plans)]
+    return [f"{n} #{i + 1}" if names.count(n) > 1 else n for i, n in enumerate(names)]
+
+
+class MeasuredPlan(PlanDefaults):
+    """Several primitive plans of one problem (same layouts in and out), run by a
+    :class:`Choice`: its route and reason are the chosen plan's, plus the timings."""
+
+    def __init__(self, plans: Sequence[PrimitivePlan]) -> None:
+        self.plans = tuple(plans)
+        self.choice = Choice(variant_names(self.plans))
+
+    @property
+    def route(self) -> str:
+        """The route of the plan chosen (so far)."""
+        return str(self.plans[self.choice.best].route)
+
+    @property
+    def reason(self) -> str:
+        """The chosen plan's reason and the measurement."""
+        return f"{self.plans[self.choice.best].reason}; {self.choice.describe()}"
+
+    def __repr__(self) -> str:
+        return f"MeasuredPlan(route={self.route!r}, reason={self.reason!r})"
+
+    def execute(self, inputs: Sequence[Any], out: Any, scalars: Scalars, addend: Any) -> None:
+        """Write the result with the plan the choice picks."""
+        timed_run(self.choice, self.plans, inputs, out, scalars, addend)

@@ -1,0 +1,160 @@
+"""Routes chosen by timing real calls (cpu_fallback.measure): warm-ups, enough samples,
+a margin before leaving the rule's pick, re-checks that undo a choice one disturbed call
+made; and the competing GEMM lowerings the CPU backend measures, every result right."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import gpu_tc
+from cpu_fallback import measure
+from cpu_fallback.measure import (
+    MARGIN,
+    RECHECK_FIRST,
+    RECHECK_GROWTH,
+    SAMPLES,
+    Choice,
+    MeasuredPlan,
+)
+from gpu_tc import reference
+from gpu_tc.backend import Scalars
+from gpu_tc.gemm import lowerings
+
+
+def _drive(choice: Choice, seconds, calls: int, log: list[int] | None = None) -> None:
+    """``calls`` calls; variant v takes ``seconds(v, call number)``."""
+    for number in range(calls):
+        variant, timed = choice.next()
+        if log is not None:
+            log.append(variant)
+        choice.record(variant, seconds(variant, number), timed)
+
+
+def test_each_variant_is_warmed_up_then_timed_samples_times_in_rotation():
+    choice, log = Choice(["a", "b", "c"]), []
+    _drive(choice, lambda v, n: [3.0, 1.0, 2.0][v], 3 * (1 + SAMPLES) + 2, log)
+    assert log[: 3 * (1 + SAMPLES)] == [0, 1, 2] * (1 + SAMPLES)
+    assert log[3 * (1 + SAMPLES):] == [1, 1] and choice.best == 1 and choice.settled
+    assert "measured: b kept (a 3e+03 ms, b 1e+03 ms, c 2e+03 ms" in choice.describe()
+
+
+def test_the_default_stays_unless_another_is_faster_by_the_margin():
+    near = Choice(["rule", "other"])
+    _drive(near, lambda v, n: [1.0, 1.0 - MARGIN / 2][v], 2 * (1 + SAMPLES))
+    assert near.best == 0
+    far = Choice(["rule", "other"])
+    _drive(far, lambda v, n: [1.0, 1.0 - 2 * MARGIN][v], 2 * (1 + SAMPLES))
+    assert far.best == 1
+
+
+def test_one_disturbed_call_cannot_pin_the_slow_variant():
+    """The median of SAMPLES ignores one outlier; a choice made under a long
+    disturbance is undone at the next re-check."""
+    choice = Choice(["fast", "slow"])
+    disturbed_call = 2  # the first timed call of "fast" takes 10x as long
+
+    def seconds(variant: int, number: int) -> float:
+        return 10.0 if (variant, number) == (0, disturbed_call) else [1.0, 2.0][variant]
+
+    _drive(choice, seconds, 2 * (1 + SAMPLES))
+    assert choice.best == 0
+    disturbed = Choice(["fast", "slow"])
+    during = 2 * (1 + SAMPLES)
+    _drive(disturbed, lambda v, n: [5.0, 2.0][v] if n < during else [1.0, 2.0][v], during)
+    assert disturbed.best == 1  # the load made "fast" look slow
+    _drive(disturbed, lambda v, n: [1.0, 2.0][v], RECHECK_FIRST + 2 * SAMPLES)
+    assert disturbed.best == 0  # the first re-check saw the truth
+
+
+def test_rechecks_time_every_variant_afresh_at_growing_intervals():
+    choice, log = Choice(["a", "b"]), []
+    _drive(choice, lambda v, n: [1.0, 2.0][v], 2 * (1 + SAMPLES))
+    first = RECHECK_FIRST - 1  # the call that starts the first re-check
+    second = first + 2 * SAMPLES + RECHECK_FIRST * RECHECK_GROWTH - 1
+    _drive(choice, lambda v, n: [1.0, 2.0][v], second + 2 * SAMPLES + 3, log)
+    slow = [i for i, v in enumerate(log) if v == 1]
+    assert slow == [first + 1 + 2 * i for i in range(SAMPLES)] + [
+        second + 1 + 2 * i for i in range(SAMPLES)]
+    assert choice.best == 0 and choice.settled
+
+
+def test_allowed_restricts_the_variants_run():
+    choice = Choice(["a", "b", "c"])
+    picked = [choice.next(allowed=[2])[0] for _ in range(5)]
+    assert picked == [2] * 5
+    assert choice.peek(allowed=[1]) == 1
+
+
+def test_concurrent_calls_share_the_measurement():
+    choice = Choice(["a", "b"])
+    errors: list[Exception] = []
+
+    def worker() -> None:
+        try:
+            _drive(choice, lambda v, n: [1.0, 2.0][v], 50)
+        except Exception as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and choice.settled and choice.best == 0
+
+
+class _Plan:
+    def __init__(self, route: str, seconds: float, clock: list[float]) -> None:
+        self.route, self.reason = route, f"{route} because"
+        self.seconds, self.clock = seconds, clock
+        self.calls = 0
+
+    def execute(self, inputs, out, scalars, addend):
+        self.calls += 1
+        self.clock[0] += self.seconds
+
+
+def test_measured_plan_reports_the_chosen_route_and_the_timings(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+    slow, fast = _Plan("blas:packed", 0.004, clock), _Plan("blas:batched", 0.001, clock)
+    plan = MeasuredPlan([slow, fast])
+    assert plan.route == "blas:packed" and "measuring 2 variants" in plan.reason
+    for _ in range(2 * (1 + SAMPLES) + 5):
+        plan.execute((), None, Scalars(), None)
+    assert plan.route == "blas:batched"
+    assert plan.reason.startswith("blas:batched because; measured: blas:batched kept")
+    assert "blas:packed 4 ms, blas:batched 1 ms" in plan.reason
+    assert fast.calls == 1 + SAMPLES + 5 and slow.calls == 1 + SAMPLES
+
+
+HALF_TCCG_3 = ("aebd,ce->dcba", {"a": 36, "b": 36, "c": 12, "d": 36, "e": 36})
+
+
+def test_competing_lowerings_are_measured_and_every_result_is_right(rng):
+    """TCCG case 3 at half extents: packing A and looping over 'a' compete (the rule
+    packs, below its loop threshold); both run while measured, each result exact."""
+    subscripts, sizes = HALF_TCCG_3
+    terms = subscripts.split("->")[0].split(",")
+    a, b = (rng.standard_normal([sizes[x] for x in t]) for t in terms)
+    expected = reference.einsum(subscripts, a, b)
+    plan = gpu_tc.prepare(subscripts, a, b)
+    for _ in range(4 * (1 + SAMPLES) + 2):  # two orientations x two lowerings
+        np.testing.assert_allclose(plan.execute(a, b), expected, rtol=1e-12, atol=1e-12)
+    assert "GEMM orientation and lowering measured:" in plan.reason
+    assert "preferred blas:packed" in plan.reason and "preferred blas:batched" in plan.reason
+    problem = plan._plan.program.final
+    assert [low.route for low in lowerings(problem)] == ["packed", "batched"]
+
+
+@pytest.mark.parametrize("subscripts, shapes", [
+    ("ij,jk->ik", [(4, 4), (4, 4)]),       # small: the rule alone
+    ("ab,bc->ac", [(300, 300), (300, 300)]),  # one lowering: nothing to measure
+])
+def test_nothing_is_measured_without_competition_or_below_the_size(rng, subscripts, shapes):
+    operands = [rng.standard_normal(s) for s in shapes]
+    plan = gpu_tc.prepare(subscripts, *operands, out=np.empty((shapes[0][0], shapes[1][1])))
+    assert "measur" not in plan.reason
