@@ -105,13 +105,14 @@ class CpuBackend:
         if start:
             array = array[tuple(slice(i, None) for i in start)]
         itemsize = array.itemsize
-        strides = tuple(s * itemsize for s in spec.strides)
+        strides = tuple([s * itemsize for s in spec.strides])
         flags = array.flags
         if (flags.c_contiguous or flags.f_contiguous) and (flags.writeable or not writable):
             # Three times cheaper than as_strided (a warm trace is a few microseconds),
             # and the view's base is the array's, as numpy.einsum's views have.
             view = np.ndarray(spec.extents, array.dtype, buffer=array, strides=strides)
-            view.flags.writeable = writable
+            if not writable:
+                view.setflags(write=False)
             return view
         return as_strided(array, spec.extents, strides, writeable=writable)
 

@@ -21,7 +21,7 @@ import numpy as np
 from gpu_tc.backend import PlanDefaults, Scalars
 from gpu_tc.operators import REDUCE, UNARY
 from gpu_tc.options import UnaryOp
-from gpu_tc.problem import ReductionProblem, TensorSpec
+from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
 
 # Below this many bytes of memory traffic, one thread: the hand-off costs more than it
 # saves. A view with no unit-stride axis (a strided diagonal) costs a cache line per element.
@@ -87,6 +87,19 @@ class CpuReductionPlan(PlanDefaults):
             f"{problem.op_reduce.name} over {len(self._axes)} label(s) on a strided view, "
             f"no copy of A, {how}"
         )
+        self.fresh = self._fresh_call()
+
+    def _fresh_call(self) -> Any:
+        """``f(a)`` returning D as a new array, one ufunc reduction: when one thread runs
+        it, no operator applies, and the reduction leaves D's labels in D's order
+        (contiguous, as a new D is laid out); else None."""
+        d = self.problem.d
+        if (self._split is not None or self.problem.op_a is not UnaryOp.IDENTITY
+                or self._d_as_a != tuple(range(len(d.labels)))
+                or d.strides != contiguous_spec(d.labels, d.extents, d.dtype).strides):
+            return None
+        reduce, axes, dtype = self._ufunc.reduce, self._axes, np.dtype(d.dtype)
+        return lambda a: reduce(a, axis=axes, dtype=dtype)
 
     def __repr__(self) -> str:
         return f"CpuReductionPlan(route={self.route!r}, reason={self.reason!r})"

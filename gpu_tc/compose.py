@@ -80,6 +80,16 @@ class _Prepared:
         return x
 
 
+def _viewed(backend: Backend, prep: OperandPrep, fresh: Any) -> Any:
+    """``fresh`` applied to the view ``prep`` takes of its operand (a diagonal: a trace)."""
+    view, start = prep.view, prep.start
+    if prep.cast or prep.reduction is not None:
+        return None
+    if view is None:
+        return fresh
+    return lambda x: fresh(backend.view(x, view, start=start))
+
+
 _LABEL_GROUP = re.compile(r"(labels? )'([^']*)'")
 
 
@@ -159,6 +169,8 @@ class EinsumPlan:
             self.fast = lambda x: backend.view(x, view, writable=True)
         elif len(self._steps) == 1 and untouched and self._orientation is None:
             self.fast = None if self.converts else self._final.fresh
+        elif not self._steps and not self.converts and self._final.fresh is not None:
+            self.fast = _viewed(backend, program.operands[0], self._final.fresh)
         # (plan, problem) per stage: the problem names the labels of the plan's reason.
         reductions: list[tuple[PrimitivePlan, PrimitiveProblem]] = [
             (op.reduction, prep.reduction)
@@ -223,8 +235,6 @@ class EinsumPlan:
 class StagePlan:
     """Runs one StageProgram: a permutation, reduction or element-wise problem."""
 
-    fast = None
-
     def __init__(
         self,
         program: StageProgram,
@@ -245,6 +255,11 @@ class StagePlan:
         self._plan = primitive_plan(backend, program.problem, options, extra, cache)
         self._operands = tuple(_Prepared(prep, None) for prep in program.operands)
         self.stages = (self._plan,)
+        # A warm unscaled call into a new result (a trace) may be one backend call.
+        fresh = self._plan.fresh
+        self.fast: Any = None
+        if fresh is not None and not self.converts and len(program.operands) == 1:
+            self.fast = _viewed(backend, program.operands[0], fresh)
 
     @property
     def route(self) -> str:

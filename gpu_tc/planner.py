@@ -11,6 +11,7 @@ import operator
 from collections.abc import Hashable
 from typing import Any
 
+from .backend import Backend
 from .cache import PLAN_CACHE
 from .call import Call
 from .compose import EinsumPlan, StagePlan
@@ -129,10 +130,14 @@ def stage_plan(
     return PLAN_CACHE.programs.get_or_build(key, build)
 
 
-def trace_plan(call: Call, offset: Any, axis1: Any, axis2: Any, dtype: Any) -> StagePlan:
+def trace_plan(
+    call: Call, offset: Any, axis1: Any, axis2: Any, dtype: Any, warm: bool = False
+) -> StagePlan:
     """The cached plan of ``trace(a, offset, axis1, axis2, dtype)``, numpy.trace's rules:
     the diagonal ``offset`` places above (below, when negative) the main one, summed
-    as numpy.sum sums (small integers and bool widen to the platform integer).
+    as numpy.sum sums (small integers and bool widen to the platform integer). With
+    ``warm`` (a new result, no dtype) it is keyed by the backend's warm key of
+    :func:`trace_warm_key` where the backend has one.
 
     Raises:
         AxisError: an axis is out of range.
@@ -153,10 +158,12 @@ def trace_plan(call: Call, offset: Any, axis1: Any, axis2: Any, dtype: Any) -> S
     if axes[0] == axes[1]:
         raise ShapeError(f"axis1 and axis2 are both axis {axes[0]} in {call.context}")
     extra: Hashable = backend.key_extra([a], call.context)
-    key = ProgramKey(
-        "trace", "", call.layout_keys(), call.out_key(), extra, DEFAULT_OPTIONS,
-        (diagonal, *axes, dtype),
-    )
+    key: Hashable | None = trace_warm_key(backend, a, offset, axis1, axis2) if warm else None
+    if key is None:
+        key = ProgramKey(
+            "trace", "", call.layout_keys(), call.out_key(), extra, DEFAULT_OPTIONS,
+            (diagonal, *axes, dtype),
+        )
 
     def build() -> StagePlan:
         dtypes = call.dtypes(dtype=dtype, casting="unsafe", promote=sum_promotion)
@@ -168,6 +175,14 @@ def trace_plan(call: Call, offset: Any, axis1: Any, axis2: Any, dtype: Any) -> S
                          call.context, dtypes.result)
 
     return PLAN_CACHE.programs.get_or_build(key, build)
+
+
+def trace_warm_key(backend: Backend, a: Any, offset: Any, axis1: Any, axis2: Any) -> Hashable:
+    """The backend's flat key of ``trace(a, offset, axis1, axis2)`` into a new result
+    (None where the backend has none, or an argument is not a plain int)."""
+    if type(offset) is not int or type(axis1) is not int or type(axis2) is not int:
+        return None
+    return backend.warm_key((("trace", offset, axis1, axis2), a))
 
 
 def _integer(name: str, value: Any, context: str) -> int:
