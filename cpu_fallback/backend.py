@@ -27,6 +27,7 @@ from .orientation import OrientationTrial, contraction_flops
 from .permute import CpuPermutationPlan
 from .pool import HOST_POOL
 from .reduction import CpuReductionPlan
+from .strided_sum import kernel_plan
 
 
 class CpuBackend:
@@ -143,9 +144,12 @@ class CpuBackend:
         """A strided copy into B's layout."""
         return CpuPermutationPlan(problem)
 
-    def reduction_plan(self, problem: ReductionProblem, options: Options) -> CpuReductionPlan:
-        """A ufunc reduction on a view, split over threads when large."""
-        return CpuReductionPlan(problem)
+    def reduction_plan(self, problem: ReductionProblem, options: Options) -> PrimitivePlan:
+        """A ufunc reduction on a view, split over threads when large; for a large sum
+        of a strided view, that and numba loops (cpu_fallback.strided_sum), timed."""
+        plan = CpuReductionPlan(problem)
+        loops = kernel_plan(problem)
+        return plan if loops is None else MeasuredPlan([plan, loops])
 
     def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> CpuElementwisePlan:
         """NumPy ufuncs on broadcast views."""

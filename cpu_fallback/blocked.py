@@ -170,7 +170,9 @@ def copy_tiled(source: np.ndarray, destination: np.ndarray) -> bool:
     tiles = _tiles()
     if tiles is None:
         return False
-    workers = tiles.threads()
+    from . import numba_pool  # numba imports: tiles did
+
+    workers = numba_pool.threads()
     parallel = pays(layout, source.nbytes, workers)
     if parallel is None:
         return False

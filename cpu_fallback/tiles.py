@@ -11,8 +11,6 @@ per word type it meets (uint32, uint64).
 from __future__ import annotations
 
 import functools
-import os
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -22,15 +20,12 @@ from llvmlite import binding, ir
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from . import numba_pool
 from .tile_layout import Axis, TileLayout
 
 # Runs this long (in words) are copied straight from source to destination: the buffer
 # only pays for short runs.
 _DIRECT_WORDS = 16
-# One parallel copy at a time: numba's workqueue threading layer (the one left where
-# neither TBB nor OpenMP is installed) aborts on concurrent launches from two threads.
-_THREADS = threading.Lock()
-_STARTED: list[bool] = []  # [True] once numba's threads were started (see threads())
 # LLVM 15 made pointers opaque, which renamed the overloaded prefetch intrinsic.
 _PREFETCH = "llvm.prefetch.p0" if binding.llvm_version_info >= (15,) else "llvm.prefetch.p0i8"
 
@@ -45,38 +40,11 @@ def copy(layout: TileLayout, source: np.ndarray, destination: np.ndarray, chunks
         *_geometry(layout),
     )
     if chunks:
-        with _THREADS:
+        numba_pool.threads()  # started waiting passively, before the first launch
+        with numba_pool.LOCK:
             compiled(parallel=True)(*arguments, chunks)
     else:
         compiled(parallel=False)(*arguments)
-
-
-def threads() -> int:
-    """How many threads a parallel copy uses (numba's count, which the user may set).
-
-    The first call starts numba's OpenMP threads told to wait passively when idle,
-    unless the user set OMP_WAIT_POLICY: by default they spin after each parallel copy
-    and take the cores the next BLAS call needs (a 1296^3 dgemm right after a parallel
-    copy ran 1.3x slower on 2 cores). The variable is set only while the threads start,
-    so libraries loaded later see the user's environment.
-    """
-    if not _STARTED:
-        with _THREADS:
-            if not _STARTED:
-                _start_passive_threads()
-                _STARTED.append(True)
-    return int(numba.get_num_threads())
-
-
-def _start_passive_threads() -> None:
-    chosen = "OMP_WAIT_POLICY" in os.environ
-    if not chosen:
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-    try:
-        numba.get_num_threads()  # loads the threading layer and its OpenMP library
-    finally:
-        if not chosen:
-            del os.environ["OMP_WAIT_POLICY"]
 
 
 @functools.cache

@@ -1,0 +1,100 @@
+"""Sums over strided views by numba loops: a route that competes with NumPy's ufunc
+reductions where the data are strided (traces, partial traces, sums across the
+fastest axis), chosen between by timing (cpu_fallback.measure)."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from gpu_tc.backend import PlanDefaults, Scalars
+from gpu_tc.options import ReduceOp, UnaryOp
+from gpu_tc.problem import ReductionProblem, contiguous_spec
+
+from .blocked import numba_available
+from .reduction import traffic
+from .sum_layout import SumLayout, sum_layout
+
+# Below this many elements NumPy's reduction costs microseconds: nothing to win.
+MIN_ELEMENTS = 1 << 14
+# From this much memory traffic the outer loop is shared among numba's threads: they
+# wait passively between launches (cpu_fallback.numba_pool), and waking them costs
+# ~0.2 ms on 2 cores, more than a smaller sum gains from a second thread.
+PARALLEL_TRAFFIC = 1 << 26
+# bool sums are logical ors (NumPy's); float16 never reaches a plan (computed in float32).
+_DTYPES = "bBhHiIlLqQfdFD"
+
+
+def kernel_plan(problem: ReductionProblem) -> KernelSumPlan | None:
+    """The numba plan of a SUM of a strided view, or None where it does not apply (an
+    operator, another reduction, a dtype it does not sum, a small or contiguous sum,
+    no numba)."""
+    a = problem.a
+    if (problem.op_reduce is not ReduceOp.SUM or problem.op_a is not UnaryOp.IDENTITY
+            or a.dtype not in _DTYPES or a.size < MIN_ELEMENTS or not numba_available()
+            or _kernels() is None):
+        return None
+    layout = sum_layout(problem, problem.d)
+    return None if layout is None else KernelSumPlan(problem, layout)
+
+
+class KernelSumPlan(PlanDefaults):
+    """D = alpha * sum(A) + beta * C by the loop nest of cpu_fallback.sum_layout."""
+
+    route = "reduce:loops"
+
+    def __init__(self, problem: ReductionProblem, layout: SumLayout) -> None:
+        d = problem.d
+        self.problem = problem
+        self.layout = layout
+        self._folded = contiguous_spec(d.labels, d.extents, d.dtype)
+        self._folded_layout = sum_layout(problem, self._folded)
+        self._parallel = traffic(problem.a) >= PARALLEL_TRAFFIC and layout.kept_src.size > 1
+        n, stride, _ = layout.inner
+        inner = "kept" if layout.inner_kept else "summed"
+        threads = "numba's threads" if self._parallel else "one thread"
+        self.reason = (
+            f"SUM by numba loops on a strided view, no copy of A: inner axis {inner} "
+            f"({n} x stride {stride}), {layout.kept_src.size} outer x "
+            f"{layout.summed_src.size} middle indices, {threads}"
+        )
+
+    def __repr__(self) -> str:
+        return f"KernelSumPlan(route={self.route!r}, reason={self.reason!r})"
+
+    def execute(self, inputs: Any, d: Any, scalars: Scalars, c: Any) -> None:
+        """Write the sum into ``d``; ``c`` (D's shape) is read when beta != 0."""
+        kernels = _kernels()
+        assert kernels is not None  # kernel_plan imported them
+        alpha, beta = scalars.alpha, scalars.beta
+        if alpha == 1 and beta == 0:
+            kernels.run(self.layout, inputs[0], d, self._parallel)
+            return
+        assert self._folded_layout is not None
+        folded = np.empty(self._folded.extents, d.dtype)
+        kernels.run(self._folded_layout, inputs[0], folded, self._parallel)
+        if beta == 0:
+            np.multiply(folded, alpha, out=d)
+            return
+        if c is not d:
+            np.multiply(c, beta, out=d)
+        elif beta != 1:
+            np.multiply(d, beta, out=d)
+        d += folded if alpha == 1 else np.multiply(folded, alpha)
+
+
+@functools.cache
+def _kernels() -> ModuleType | None:
+    """cpu_fallback.sum_kernel, which imports numba; None (with a warning once) where
+    numba is installed but fails to import."""
+    try:
+        from . import sum_kernel
+    except ImportError as err:
+        warnings.warn(f"numba is installed but does not import ({err}): sums of strided "
+                      "views run as NumPy reductions", RuntimeWarning, stacklevel=4)
+        return None
+    return sum_kernel

@@ -1,0 +1,92 @@
+"""The loop nest of a strided sum (cpu_fallback.sum_kernel), as plain data.
+
+A sum over some axes of a strided view is run as three loops: outside, the kept axes
+but one (shared among threads: each writes its own outputs); in the middle, the summed
+axes but one; inside, the axis of smallest stride, so that the innermost loop walks
+memory at one short, constant stride (the hardware prefetcher follows it, and a page
+serves many elements). Offsets of the two outer groups come from tables. When the
+inner axis is kept, each output row accumulates a row of the input per middle index;
+when it is summed, each output element accumulates in a register. A contiguous summed
+inner axis is left to NumPy, whose pairwise summation is more accurate than these
+sequential sums (which are as accurate as NumPy's own strided sums).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpu_tc.problem import ReductionProblem, TensorSpec
+
+
+@dataclass(frozen=True)
+class SumLayout:
+    """The loop nest: offsets in elements from each array's lowest address.
+
+    Attributes:
+        kept_src, kept_dst: Per outer index (the kept axes but the inner one), where it
+            starts in the source and in the destination.
+        summed_src: Per middle index (the summed axes but the inner one), its source offset.
+        inner: (extent, source stride, destination stride) of the inner axis; the
+            destination stride is 0 when the inner axis is summed.
+        src_span, dst_span: Elements from each array's lowest to its highest address.
+        src_base, dst_base: Elements from the lowest address to each array's element 0.
+    """
+
+    kept_src: np.ndarray
+    kept_dst: np.ndarray
+    summed_src: np.ndarray
+    inner: tuple[int, int, int]
+    src_span: int
+    dst_span: int
+    src_base: int
+    dst_base: int
+
+    @property
+    def inner_kept(self) -> bool:
+        """Whether the inner axis is an output axis."""
+        return self.inner[2] != 0
+
+
+def sum_layout(problem: ReductionProblem, d: TensorSpec) -> SumLayout | None:
+    """The loop nest of ``problem``'s sum written into ``d``'s layout; None where the
+    kernel does not serve it: an empty extent, no summed axis, or a summed inner axis
+    of unit stride (NumPy's pairwise sum)."""
+    a = problem.a
+    axes = [i for i, e in enumerate(a.extents) if e > 1]
+    if 0 in a.extents or not axes or not any(a.labels[i] not in d.labels for i in axes):
+        return None
+    inner = min(axes, key=lambda i: abs(a.strides[i]))
+    label = a.labels[inner]
+    summed_inner = label not in d.labels
+    if summed_inner and abs(a.strides[inner]) == 1:
+        return None
+    kept = [i for i in axes if a.labels[i] in d.labels and i != inner]
+    summed = [i for i in axes if a.labels[i] not in d.labels and i != inner]
+    src_base, src_span = _extent(a.extents, a.strides)
+    dst_base, dst_span = _extent(d.extents, d.strides)
+    return SumLayout(
+        kept_src=_offsets([(a.extents[i], a.strides[i]) for i in kept], src_base),
+        kept_dst=_offsets([(a.extents[i], d.stride(a.labels[i])) for i in kept], dst_base),
+        summed_src=_offsets([(a.extents[i], a.strides[i]) for i in summed], 0),
+        inner=(a.extents[inner], a.strides[inner], 0 if summed_inner else d.stride(label)),
+        src_span=src_span, dst_span=dst_span, src_base=src_base, dst_base=dst_base,
+    )
+
+
+def _extent(extents: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int]:
+    """(elements from the lowest address to element 0, elements spanned)."""
+    low = sum((e - 1) * s for e, s in zip(extents, strides) if s < 0)
+    high = sum((e - 1) * s for e, s in zip(extents, strides) if s > 0)
+    return -low, high - low + 1
+
+
+def _offsets(axes: list[tuple[int, int]], base: int) -> np.ndarray:
+    """The offset of every index of ``axes`` ((extent, stride), the last varying
+    fastest), plus ``base``."""
+    offsets = np.full(1, base, np.int64)
+    for extent, stride in axes:
+        offsets = (offsets[:, None] + np.arange(extent, dtype=np.int64) * stride).ravel()
+    offsets.flags.writeable = False
+    return offsets

@@ -1,0 +1,117 @@
+"""Sums of strided views by numba loops (cpu_fallback.strided_sum): the loop nest, and
+agreement with the reference kernel on traces, partial traces, negative strides,
+windows, scalars and dtypes; the route competes with NumPy's by timing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numpy.lib.stride_tricks import as_strided
+
+import gpu_tc
+from cpu_fallback.strided_sum import MIN_ELEMENTS, kernel_plan
+from cpu_fallback.sum_layout import sum_layout
+from gpu_tc import reference
+from gpu_tc.backend import Scalars
+from gpu_tc.options import ReduceOp, UnaryOp
+from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
+
+
+def _spec(labels: str, extents, strides, dtype: str = "d") -> TensorSpec:
+    return TensorSpec(labels, tuple(extents), tuple(strides), dtype)
+
+
+def _out(a: TensorSpec, labels: str) -> TensorSpec:
+    return contiguous_spec(labels, [a.extent(x) for x in labels], a.dtype)
+
+
+def test_the_inner_loop_takes_the_smallest_stride():
+    # 'ijkj->ik' of a 64^4 array: the view (i, k, j) has strides (64^3, 64, 64^2 + 1)
+    a = _spec("ikj", (64, 64, 64), (64**3, 64, 64**2 + 1))
+    layout = sum_layout(ReductionProblem(a, _out(a, "ik")), _out(a, "ik"))
+    assert layout.inner == (64, 64, 1) and layout.inner_kept
+    assert layout.kept_src.tolist() == [i * 64**3 for i in range(64)]
+    assert layout.kept_dst.tolist() == [i * 64 for i in range(64)]
+    assert layout.summed_src.tolist() == [j * (64**2 + 1) for j in range(64)]
+    # 'bii->b': the diagonal is summed in a register
+    b = _spec("bi", (4096, 64), (4096, 65))
+    layout = sum_layout(ReductionProblem(b, _out(b, "b")), _out(b, "b"))
+    assert layout.inner == (64, 65, 0) and not layout.inner_kept
+
+
+def test_a_contiguous_summed_inner_axis_is_left_to_numpys_pairwise_sum():
+    a = _spec("ab", (512, 512), (512, 1))
+    assert sum_layout(ReductionProblem(a, _out(a, "a")), _out(a, "a")) is None
+    assert sum_layout(ReductionProblem(a, _out(a, "")), _out(a, "")) is None
+    kept = sum_layout(ReductionProblem(a, _out(a, "b")), _out(a, "b"))  # rows added up
+    assert kept is not None and kept.inner == (512, 1, 1)
+
+
+def test_only_large_identity_sums_of_summable_dtypes_get_the_plan():
+    a = _spec("ikj", (64, 64, 64), (64**3, 64, 64**2 + 1))
+    assert kernel_plan(ReductionProblem(a, _out(a, "ik"))) is not None
+    assert kernel_plan(ReductionProblem(a, _out(a, "ik"), op_reduce=ReduceOp.MAX)) is None
+    assert kernel_plan(ReductionProblem(a, _out(a, "ik"), op_a=UnaryOp.ABS)) is None
+    booleans = _spec("ikj", (64, 64, 64), (64**3, 64, 64**2 + 1), "?")
+    assert kernel_plan(ReductionProblem(booleans, _out(booleans, "ik"))) is None
+    small = _spec("ij", (8, 8), (1, 8))
+    assert small.size < MIN_ELEMENTS
+    assert kernel_plan(ReductionProblem(small, _out(small, "j"))) is None
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128", "int64",
+                                   "int8", "uint32"])
+@pytest.mark.parametrize("view", ["plain", "negative", "window"])
+@pytest.mark.parametrize("kept", ["ik", "ki", "", "k"])
+def test_the_loops_sum_as_the_reference_does(rng, dtype, view, kept):
+    """The diagonal view (i, k, j) of 'ijkj' (strides 64^3, 64, 64^2 + 1, or their
+    negatives, or a window's), summed over j (and i where not kept) into any layout."""
+    def values(shape):  # integers small and positive: their sums are exact everywhere
+        if np.dtype(dtype).kind in "iu":
+            return rng.integers(0, 4, size=shape).astype(dtype)
+        return (rng.standard_normal(shape) * 4).astype(dtype)
+
+    a = values((32, 64, 16, 64))
+    if view == "negative":
+        a = a[::-1, :, ::-1, :]
+    elif view == "window":
+        a = np.zeros((64, 64, 32, 64), dtype)[::2, :, ::2, :]
+        a[...] = values(a.shape)
+    s = a.strides
+    diagonal = as_strided(a, (32, 16, 64), (s[0], s[2], s[1] + s[3]))
+    spec = _spec("ikj", diagonal.shape, tuple(x // a.itemsize for x in diagonal.strides),
+                 np.dtype(dtype).char)
+    plan = kernel_plan(ReductionProblem(spec, _out(spec, kept)))
+    assert plan is not None
+    d = np.full([spec.extent(x) for x in kept], 7, dtype)
+    plan.execute((diagonal,), d, Scalars(), None)
+    expected = reference.einsum(f"ikj->{kept}", diagonal)
+    if np.dtype(dtype).kind in "iu":
+        np.testing.assert_array_equal(d, expected.astype(dtype))
+    else:
+        tolerance = 1e-5 if dtype in ("float32", "complex64") else 1e-12
+        np.testing.assert_allclose(d, expected, rtol=tolerance,
+                                   atol=tolerance * float(np.abs(diagonal).sum()))
+
+
+def test_alpha_beta_and_an_addend(rng):
+    a = rng.standard_normal((32, 64, 32, 64))
+    problem = gpu_tc.prepare("ijkj->ik", a)._plan.program.final
+    plan = kernel_plan(problem)
+    view = as_strided(a, problem.a.extents, tuple(s * 8 for s in problem.a.strides))
+    c = rng.standard_normal((32, 32))
+    d = np.empty((32, 32))
+    plan.execute((view,), d, Scalars(2.0, -3.0), c)
+    np.testing.assert_allclose(d, 2 * np.einsum("ijkj->ik", a) - 3 * c, rtol=1e-12, atol=1e-12)
+    before = c.copy()
+    plan.execute((view,), c, Scalars(1.0, 1.0), c)  # the addend is the output itself
+    np.testing.assert_allclose(c, before + np.einsum("ijkj->ik", a), rtol=1e-12, atol=1e-12)
+
+
+def test_einsum_measures_both_routes_and_every_result_is_right(rng):
+    a = rng.standard_normal((64, 64, 64, 64))
+    expected = np.einsum("ijkj->ik", a)
+    plan = gpu_tc.prepare("ijkj->ik", a)
+    for _ in range(12):
+        np.testing.assert_allclose(plan.execute(a), expected, rtol=1e-12, atol=1e-10)
+    assert "measured:" in plan.reason and "reduce:loops" in plan.reason
