@@ -18,7 +18,7 @@ from gpu_tc.gemm import (
 )
 from gpu_tc.problem import ContractionProblem, contiguous_spec
 
-from .permute import copy_permuted
+from .permute import copy_permuted, write_scaled
 from .pool import HOST_POOL, MIN_BYTES
 
 
@@ -49,9 +49,9 @@ class CpuContractionPlan(PlanDefaults):
             product = np.multiply(
                 _broadcast(a, low.a), _broadcast(b, low.b), out=None if beta else d
             )
-            _finish(product, d, alpha, beta, c)
+            write_scaled(product, d, alpha, beta, c)
         elif not low.d_empty:
-            _finish(None, d, alpha, beta, c)
+            write_scaled(None, d, alpha, beta, c)
 
     def _gemm(
         self, low: GemmLowering, a: Any, b: Any, d: Any, alpha: complex, beta: complex, c: Any
@@ -66,7 +66,7 @@ class CpuContractionPlan(PlanDefaults):
             return
         temp, unmerged = _buffer(low.d, d.dtype)
         np.matmul(a_mat, b_mat, out=temp)
-        _finish(unmerged.transpose(self._d_order), d, alpha, beta, c)
+        write_scaled(unmerged.transpose(self._d_order), d, alpha, beta, c)
 
 
 def _buffer(spec: MatrixOperand, dtype: Any) -> tuple[Any, Any]:
@@ -148,22 +148,3 @@ def _fresh_call(low: Any, problem: ContractionProblem) -> Any:
 
 def _broadcast(x: Any, spec: BroadcastOperand) -> Any:
     return x.transpose(spec.perm).reshape(spec.shape)
-
-
-def _finish(product: Any, d: Any, alpha: complex, beta: complex, c: Any) -> None:
-    """d = alpha * product + beta * c, where ``product`` may already be ``d`` or None (0)."""
-    if beta == 0:
-        if product is None:
-            d.fill(0)
-            return
-        if product is not d:
-            copy_permuted(product, d)  # the cache-blocked kernel for large permuted copies
-        if alpha != 1:
-            np.multiply(d, alpha, out=d)
-        return
-    if c is not d:
-        np.multiply(c, beta, out=d)
-    elif beta != 1:
-        np.multiply(d, beta, out=d)
-    if product is not None:
-        d += product if alpha == 1 else product * alpha

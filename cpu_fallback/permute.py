@@ -55,6 +55,25 @@ def copy_route(
     return f"cache-blocked {layout.tile_rows}x{layout.tile_cols} tiles (numba{threads})"
 
 
+def write_scaled(product: Any, d: Any, alpha: complex, beta: complex, c: Any) -> None:
+    """d = alpha * product + beta * c, where ``product`` may already be ``d`` or None (0)."""
+    if beta == 0:
+        if product is None:
+            d.fill(0)
+            return
+        if product is not d:
+            copy_permuted(product, d)  # the cache-blocked kernel for large permuted copies
+        if alpha != 1:
+            np.multiply(d, alpha, out=d)
+        return
+    if c is not d:
+        np.multiply(c, beta, out=d)
+    elif beta != 1:
+        np.multiply(d, beta, out=d)
+    if product is not None:
+        d += product if alpha == 1 else product * alpha
+
+
 class CpuPermutationPlan(PlanDefaults):
     """B = alpha * op(A) with B's axes a permutation of A's."""
 

@@ -16,6 +16,7 @@ from gpu_tc.options import ReduceOp, UnaryOp
 from gpu_tc.problem import ReductionProblem, contiguous_spec
 
 from .blocked import numba_available
+from .permute import write_scaled
 from .reduction import traffic
 from .sum_layout import SumLayout, sum_layout
 
@@ -77,14 +78,7 @@ class KernelSumPlan(PlanDefaults):
         assert self._folded_layout is not None
         folded = np.empty(self._folded.extents, d.dtype)
         kernels.run(self._folded_layout, inputs[0], folded, self._parallel)
-        if beta == 0:
-            np.multiply(folded, alpha, out=d)
-            return
-        if c is not d:
-            np.multiply(c, beta, out=d)
-        elif beta != 1:
-            np.multiply(d, beta, out=d)
-        d += folded if alpha == 1 else np.multiply(folded, alpha)
+        write_scaled(folded, d, alpha, beta, c)
 
 
 @functools.cache
