@@ -29,6 +29,7 @@ class BenchRequest:
         plot: Whether to draw PNGs when writing files.
         resume: Keep the finished cases of an interrupted run into the same --output.
         scale: Every extent of the tccg cases times this (0.5: half extents).
+        memory: Measure each implementation's peak extra memory on the tccg cases.
     """
 
     suites: tuple[str, ...]
@@ -41,6 +42,7 @@ class BenchRequest:
     plot: bool = True
     resume: bool = False
     scale: float = 1.0
+    memory: bool = True
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,6 +67,12 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", metavar="DIR",
                         help="write <backend>-<suite>-<dtype>.json/.md/.png and summary.md here")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG files")
+    parser.add_argument("--no-memory", action="store_true",
+                        help="skip the peak-memory probes of the tccg suite (by default, after "
+                        "a case's timings, each implementation runs it again in a fresh "
+                        "process per implementation, a cold then a warm call, and its peak "
+                        "resident memory above the inputs, less the result, is reported; "
+                        "Linux and --backend cpu only)")
     parser.add_argument("--resume", action="store_true",
                         help="with --output: keep the cases an interrupted run of the same "
                         "suite, dtype, peers and settings finished, and run the rest")
@@ -161,4 +169,5 @@ def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> BenchR
         plot=not args.no_plot,
         resume=args.resume,
         scale=args.scale,
+        memory=not args.no_memory,
     )

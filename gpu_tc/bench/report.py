@@ -5,6 +5,8 @@ A report is the plain dict :func:`gpu_tc.bench.runner.run` returns. Every ratio 
 metric. The best peer of a case is its fastest peer whose result matched gpu_tc's.
 Ratios come from each implementation's median run; the summary adds the best peer's
 ratio from each implementation's fastest run, so the spread of the runs shows there too.
+A run that measured memory (:mod:`gpu_tc.bench.memory`) adds each implementation's peak
+extra memory: per case, and summed over the cases.
 """
 
 from __future__ import annotations
@@ -15,10 +17,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from . import memory
 from .suites import DTYPES, SUITES, Metric
 from .text import blas_line, number, title, variables_line
 
 SUMMARY_NAME = "summary.md"
+
+# How the memory columns are measured, in the words of a report.
+MEMORY_NOTE = ("a fresh process per implementation: peak resident memory over a cold and a "
+               "warm call above the memory once the inputs exist, less the result's bytes")
 
 
 def geomean(values: Iterable[float]) -> float | None:
@@ -80,6 +87,11 @@ def analyse(doc: dict[str, Any]) -> dict[str, Any]:
     }
     if doc.get("ceiling") and summary["geomean"].get(own_name):
         summary["fraction_of_ceiling"] = summary["geomean"][own_name] / doc["ceiling"]["value"]
+    if any("memory" in case for case in cases):
+        for case in cases:
+            case["least_memory_peer"] = memory.least_peer(case, peers)
+        summary["memory"] = memory.totals(cases, doc["implementations"])
+        summary["memory_failures"] = memory.failures(cases)
     doc["summary"] = summary
     return doc
 
@@ -113,7 +125,9 @@ def markdown(doc: dict[str, Any]) -> str:
                   f"{doc['metric']['unit']}.", ""]
     header = ["id", "case", "expr"] + ([work[0]] if work else []) + names
     header += (["copy"] if any(c["ceiling"] for c in doc["cases"]) else [])
-    header += ["best peer", "gpu_tc/best", "route"]
+    header += ["best peer", "gpu_tc/best"]
+    header += ["gpu_tc MiB", "least-memory peer MiB"] if _memory_measured(doc) else []
+    header += ["route"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for case in doc["cases"]:
         row = [str(case["id"]), case["name"], f"`{case['expr']}`"]
@@ -125,7 +139,10 @@ def markdown(doc: dict[str, Any]) -> str:
         if "copy" in header:
             row.append(number(case["ceiling"]))
         route = (case["results"].get(names[0]) or {}).get("route") or ""
-        row += [case["best_peer"] or "-", number(case["ratio_best"]), route]
+        row += [case["best_peer"] or "-", number(case["ratio_best"])]
+        if _memory_measured(doc):
+            row += _memory_cells(case, names[0])
+        row.append(route)
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", *_summary_lines(doc)]
     return "\n".join(lines) + "\n"
@@ -147,6 +164,40 @@ def _cell(entry: dict[str, Any] | None, doc: dict[str, Any],
     return text + (" (x)" if entry["mismatch"] else "")
 
 
+def _memory_measured(doc: dict[str, Any]) -> bool:
+    """Whether any probe of the report measured something (older reports: no)."""
+    return any(t["cases"] for t in (doc["summary"].get("memory") or {}).values())
+
+
+def _memory_cells(case: dict[str, Any], own: str) -> list[str]:
+    """gpu_tc's peak extra MiB; the least-memory peer's, with its name: "0.25 numpy"."""
+    least = case.get("least_memory_peer")
+    return [number(memory.mib(memory.peak(case, own))),
+            f"{number(memory.mib(memory.peak(case, least)))} {least}" if least else "-"]
+
+
+def _memory_sums(doc: dict[str, Any]) -> str:
+    """Each implementation's peak extra MiB summed over the cases: "gpu_tc 12.0, numpy 30.5".
+
+    An implementation measured on fewer cases than the report's says on how many.
+    """
+    count = len(doc["cases"])
+    return ", ".join(
+        f"{name} {number(memory.mib(t['total_extra_bytes']))}"
+        + ("" if t["cases"] == count else f" ({t['cases']}/{count} cases)")
+        for name, t in doc["summary"]["memory"].items()
+    )
+
+
+def _memory_lines(doc: dict[str, Any]) -> list[str]:
+    """The sums of each implementation's peak extra memory, or why none was measured."""
+    if not _memory_measured(doc):
+        reason = (doc.get("memory") or {}).get("unavailable")
+        return [f"Peak extra memory: {reason}.", ""] if reason else []
+    return [f"Peak extra memory, MiB summed over the cases ({MEMORY_NOTE}): "
+            f"{_memory_sums(doc)}.", ""]
+
+
 def _summary_lines(doc: dict[str, Any]) -> list[str]:
     summary = doc["summary"]
     unit = doc["metric"]["unit"]
@@ -165,6 +216,7 @@ def _summary_lines(doc: dict[str, Any]) -> list[str]:
     ]
     if "fraction_of_ceiling" in summary:
         lines += [f"gpu_tc geomean = {summary['fraction_of_ceiling']:.0%} of the ceiling.", ""]
+    lines += _memory_lines(doc)
     lines.append(
         "gpu_tc and the best peer: median (slowest-fastest of the timed runs). "
         f"(x): the result differs from gpu_tc's by more than {doc['tolerance']:g} "
@@ -175,6 +227,9 @@ def _summary_lines(doc: dict[str, Any]) -> list[str]:
                      f"relative error {item['rel_error']:.3g}")
     for item in summary["errors"]:
         lines.append(f"- error: case {item['case']} {item['implementation']}: {item['error']}")
+    for item in summary.get("memory_failures", []):
+        lines.append(f"- memory: case {item['case']} {item['implementation']}: "
+                     f"{item['reason']}")
     return lines
 
 
@@ -252,5 +307,17 @@ def summary_markdown(docs: list[dict[str, Any]]) -> str:
     notes = ["", "Geomeans over the cases of each suite; gpu_tc/best: geomean of "
              "best-peer time / gpu_tc time (> 1: gpu_tc faster), from each implementation's "
              "median run, and (fastest runs) from its fastest run."]
+    notes += _summary_memory_lines(docs)
     notes += ["", "Made by:", *[f"- `{c}`" for c in commands]] if commands else []
     return "\n".join(lines + notes) + "\n"
+
+
+def _summary_memory_lines(docs: list[dict[str, Any]]) -> list[str]:
+    """Per report that measured memory: each implementation's peak extra MiB, summed."""
+    lines = []
+    for doc in filter(_memory_measured, docs):
+        suite = doc["suite"] + (f" x{_scale(doc):g}" if _scale(doc) != 1.0 else "")
+        lines.append(f"- {suite} {doc['dtype']} {doc['backend']}: {_memory_sums(doc)}")
+    if not lines:
+        return []
+    return ["", f"Peak extra memory, MiB summed over the cases ({MEMORY_NOTE}):", *lines]

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import blas_env, ceilings, environment, report, suites, timing
+from . import blas_env, ceilings, environment, memory, report, suites, timing
 from .checkpoint import Checkpoint
 from .peers import GPU_TC, PEERS, Peer, Runner, runs_case
 from .progress import Progress
@@ -43,6 +43,9 @@ class Settings:
         min_run_time: Seconds each timed run lasts at least (small cases loop).
         settle: Seconds of pause before each timed run, so the thread pools of the
             library timed before (OpenBLAS, OpenMP) stop spinning first.
+        memory: Also measure each implementation's peak extra memory, after each
+            case's timings, in a fresh process per implementation (see
+            :mod:`gpu_tc.bench.memory`; not on the gpu backend, nor off Linux).
         command: The command line that made the run, stored in the report.
     """
 
@@ -53,6 +56,7 @@ class Settings:
     warmup: int = 1
     min_run_time: float = 0.02
     settle: float = 0.15
+    memory: bool = False
     command: str = ""
 
 
@@ -65,13 +69,13 @@ class SuitePlan:
     cases: list[Case]
     peers: list[Peer]
 
-    def case_steps(self, case: Case, repeat: int) -> int:
-        """Warm-ups and timed runs of one case, for the progress bar."""
-        return (repeat + 1) * (1 + sum(runs_case(p, case) for p in self.peers))
+    def case_steps(self, case: Case, repeat: int, probes: bool = False) -> int:
+        """Warm-ups, timed runs (and with ``probes`` memory probes) of one case."""
+        return (repeat + 1 + int(probes)) * (1 + sum(runs_case(p, case) for p in self.peers))
 
-    def steps(self, repeat: int) -> int:
-        """Warm-ups and timed runs of every case."""
-        return sum(self.case_steps(case, repeat) for case in self.cases)
+    def steps(self, repeat: int, probes: bool = False) -> int:
+        """Warm-ups, timed runs (and memory probes) of every case."""
+        return sum(self.case_steps(case, repeat, probes) for case in self.cases)
 
 
 @dataclass(frozen=True)
@@ -102,9 +106,19 @@ def plan(
     return SuitePlan(suite, dtype, chosen, [PEERS[name] for name in peers])
 
 
+def probes(settings: Settings) -> bool:
+    """Whether a run with ``settings`` probes memory (asked for, and possible here)."""
+    return settings.memory and memory.unavailable(settings.backend) is None
+
+
 def checkpoint_key(suite_plan: SuitePlan, settings: Settings) -> dict[str, Any]:
-    """What a checkpoint must match to be resumed: everything but the command line."""
-    measured = {k: v for k, v in asdict(settings).items() if k != "command"}
+    """What a checkpoint must match to be resumed: everything but the command line.
+
+    Whether memory is measured joins the key only when it is: the checkpoints made
+    before memory was measured, which hold none, still resume a run without it.
+    """
+    measured = {k: v for k, v in asdict(settings).items()
+                if k != "command" and (k != "memory" or settings.memory)}
     names = [GPU_TC.name] + [p.name for p in suite_plan.peers]
     return {"suite": suite_plan.suite, "dtype": suite_plan.dtype, "implementations": names,
             "settings": measured}
@@ -135,9 +149,13 @@ def run(
     for case in suite_plan.cases:
         if case.id in done:
             cases.append(done[case.id])
-            progress.skip(suite_plan.case_steps(case, settings.repeat))
+            progress.skip(suite_plan.case_steps(case, settings.repeat, probes(settings)))
             continue
-        cases.append(_run_case(case, suite_plan.peers, dev, settings, progress))
+        record = _run_case(case, suite_plan.peers, dev, settings, progress)
+        if probes(settings):
+            # After the case's timings and with its operands freed: no probe runs beside them.
+            record["memory"] = _probe_case(case, record, settings.backend, progress)
+        cases.append(record)
         if checkpoint is not None:
             checkpoint.save(cases)
     ceiling = None
@@ -164,6 +182,9 @@ def run(
         "tolerance": TOLERANCE[suite_plan.dtype],
         "cases": cases,
     }
+    if settings.memory:
+        doc["memory"] = {"method": memory.METHOD,
+                         "unavailable": memory.unavailable(settings.backend)}
     return report.analyse(doc)
 
 
@@ -251,6 +272,22 @@ def _run_case(
         "ceiling": ceiling,
         "results": results,
     }
+
+
+def _probe_case(
+    case: Case, record: dict[str, Any], backend: str, progress: Progress
+) -> dict[str, dict[str, Any]]:
+    """Each implementation's memory footprint on ``case`` (as plain data), one probe each."""
+    found = {}
+    for name, entry in record["results"].items():
+        progress.start(f"{case.suite} {case.dtype} #{case.id} {name} memory")
+        if entry["error"]:
+            footprint = memory.Footprint.missing("not measured: it failed in the timing run")
+        else:
+            footprint = memory.measure(case, name, backend)
+        found[name] = footprint.as_dict()
+        progress.done()
+    return found
 
 
 def _prepare(

@@ -14,7 +14,10 @@ from .progress import Progress
 
 
 def settings_for(suite: str, request: BenchRequest, command: str) -> runner.Settings:
-    """Per-suite timing defaults: tiny overhead cases get more and longer runs."""
+    """Per-suite timing defaults: tiny overhead cases get more and longer runs.
+
+    Memory is measured on the tccg suite only, unless ``--no-memory``.
+    """
     overhead = suite == "overhead"
     repeat = request.repeat or (7 if overhead else 5 if request.quick else 3)
     min_run_time = (0.05 if overhead else 0.02) / (4 if request.quick else 1)
@@ -22,7 +25,7 @@ def settings_for(suite: str, request: BenchRequest, command: str) -> runner.Sett
     scale = request.scale if suite == "tccg" else 1.0
     return runner.Settings(backend=request.backend, quick=request.quick, scale=scale,
                            repeat=repeat, warmup=1, min_run_time=min_run_time, settle=settle,
-                           command=command)
+                           memory=request.memory and suite == "tccg", command=command)
 
 
 def available_peers(names: list[str], notes: list[str]) -> list[str]:
@@ -97,13 +100,11 @@ def run_session(
     if not chosen:
         print("gpu-tc bench: nothing to run", file=sys.stderr)
         return 2
-    progress = Progress(
-        sum(plan.steps(settings_for(plan.suite, request, command).repeat) for plan in chosen)
-    )
+    every = [(plan, settings_for(plan.suite, request, command)) for plan in chosen]
+    progress = Progress(sum(plan.steps(s.repeat, runner.probes(s)) for plan, s in every))
     docs, written = [], []
     try:
-        for plan in chosen:
-            settings = settings_for(plan.suite, request, command)
+        for plan, settings in every:
             checkpoint = None
             if output is not None:
                 stem = report.stem(request.backend, plan.suite, plan.dtype, settings.scale)
