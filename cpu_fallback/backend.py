@@ -9,7 +9,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from gpu_tc.backend import PrimitivePlan
-from gpu_tc.gemm import lowerings
+from gpu_tc.gemm import policies
 from gpu_tc.options import Options
 from gpu_tc.problem import (
     ContractionProblem,
@@ -28,6 +28,7 @@ from .permute import CpuPermutationPlan
 from .pool import HOST_POOL
 from .reduction import CpuReductionPlan
 from .strided_sum import kernel_plan
+from .tiling import default_budget
 
 
 class CpuBackend:
@@ -132,13 +133,16 @@ class CpuBackend:
         return result[()] if result.ndim == 0 else result
 
     def contraction_plan(self, problem: ContractionProblem, options: Options) -> PrimitivePlan:
-        """A GEMM lowering of ``problem`` (see gpu_tc.gemm); where lowerings compete
-        (pack an operand or loop over it) and the problem has measure.MIN_FLOPS, a plan
-        that times them on its first calls (cpu_fallback.measure)."""
-        choices = lowerings(problem)
+        """A GEMM lowering of ``problem`` (see gpu_tc.gemm) whose copies stay within
+        ``options.memory_limit`` or the default budget (in tiles where they would not);
+        where lowerings compete (pack an operand or loop over it) and the problem has
+        measure.MIN_FLOPS, a plan that times them on its first calls
+        (cpu_fallback.measure)."""
+        budget = default_budget(problem) if options.memory_limit is None else options.memory_limit
+        choices = policies(problem)
         if len(choices) == 1 or contraction_flops(problem) < MIN_FLOPS:
-            return CpuContractionPlan(problem, choices[0])
-        return MeasuredPlan([CpuContractionPlan(problem, low) for low in choices])
+            return CpuContractionPlan(problem, choices[0], budget)
+        return MeasuredPlan([CpuContractionPlan(problem, policy, budget) for policy in choices])
 
     def permutation_plan(self, problem: PermutationProblem, options: Options) -> CpuPermutationPlan:
         """A strided copy into B's layout."""
@@ -147,7 +151,7 @@ class CpuBackend:
     def reduction_plan(self, problem: ReductionProblem, options: Options) -> PrimitivePlan:
         """A ufunc reduction on a view, split over threads when large; for a large sum
         of a strided view, that and numba loops (cpu_fallback.strided_sum), timed."""
-        plan = CpuReductionPlan(problem)
+        plan = CpuReductionPlan(problem, options.memory_limit)
         loops = kernel_plan(problem)
         return plan if loops is None else MeasuredPlan([plan, loops])
 

@@ -11,7 +11,6 @@ from gpu_tc.backend import PlanDefaults, Scalars
 from gpu_tc.gemm import (
     BroadcastOperand,
     GemmLowering,
-    Lowering,
     MatrixOperand,
     MultiplyLowering,
     lower,
@@ -20,20 +19,49 @@ from gpu_tc.problem import ContractionProblem, contiguous_spec
 
 from .permute import copy_permuted, write_scaled
 from .pool import HOST_POOL, MIN_BYTES
+from .tiling import Tiling, choose, copy_bytes, hoisted, tile_problem
 
 
 class CpuContractionPlan(PlanDefaults):
-    """D = alpha * A * B + beta * C on the CPU; ``route`` and ``reason`` say how."""
+    """D = alpha * A * B + beta * C on the CPU; ``route`` and ``reason`` say how.
 
-    def __init__(self, problem: ContractionProblem, lowering: Lowering | None = None) -> None:
+    Args:
+        problem: The contraction.
+        policy: The lowering policy (gpu_tc.gemm.POLICIES) of the whole and its tiles.
+        budget: Bytes the copies of one call may take (packed operands, a staged D);
+            above it the plan runs in tiles (cpu_fallback.tiling). None: no bound.
+    """
+
+    def __init__(
+        self, problem: ContractionProblem, policy: str = "heuristic", budget: int | None = None
+    ) -> None:
         self.problem = problem
-        self.lowering = lower(problem) if lowering is None else lowering
+        self.lowering = lower(problem, policy)
         self.route = "blas:" + self.lowering.route
         self.reason = self.lowering.reason
         self.fresh = _fresh_call(self.lowering, problem)
         low = self.lowering
         # D's axes from the (batch, rows, cols) order of an unpacked temporary.
         self._d_order = tuple(np.argsort(low.d.perm)) if isinstance(low, GemmLowering) else ()
+        # Untiled copies when beta == 0 and when beta != 0 (D staged), and tiles where
+        # they exceed the budget.
+        self._tiled: dict[bool, TiledRun | None] = {False: None, True: None}
+        peaks = []
+        for staged in (False, True):
+            peak = sum(copy_bytes(low, problem, staged))
+            if budget is not None and peak > budget:
+                tiling = choose(problem, policy, budget, staged)
+                peak = tiling.peak_bytes
+                if tiling.tiles > 1:
+                    self._tiled[staged] = TiledRun(problem, policy, tiling)
+            peaks.append(peak)
+        self.temporary_bytes = max(peaks)
+        plain, scaled = self._tiled[False], self._tiled[True]
+        if plain is not None:
+            self.fresh = None
+            self.reason += "; " + plain.tiling.describe()
+        elif scaled is not None:
+            self.reason += "; with beta != 0: " + scaled.tiling.describe()
 
     def __repr__(self) -> str:
         return f"CpuContractionPlan(route={self.route!r}, reason={self.reason!r})"
@@ -42,9 +70,13 @@ class CpuContractionPlan(PlanDefaults):
         """Write the result into ``d``; ``c`` (D's shape) is read when beta != 0."""
         a, b = inputs
         alpha, beta = scalars.alpha, scalars.beta
+        tiled = self._tiled[beta != 0]
+        if tiled is not None:
+            tiled.execute(a, b, d, scalars, c)
+            return
         low = self.lowering
         if isinstance(low, GemmLowering):
-            self._gemm(low, a, b, d, alpha, beta, c)
+            self.multiply(_matrix(a, low.a), _matrix(b, low.b), d, alpha, beta, c)
         elif isinstance(low, MultiplyLowering):
             product = np.multiply(
                 _broadcast(a, low.a), _broadcast(b, low.b), out=None if beta else d
@@ -53,11 +85,18 @@ class CpuContractionPlan(PlanDefaults):
         elif not low.d_empty:
             write_scaled(None, d, alpha, beta, c)
 
-    def _gemm(
-        self, low: GemmLowering, a: Any, b: Any, d: Any, alpha: complex, beta: complex, c: Any
+    def pack(self, x: Any, operand: str) -> Any:
+        """Operand ``operand`` ("a" or "b") of a GEMM lowering as its matrix stack."""
+        low = self.lowering
+        assert isinstance(low, GemmLowering)
+        return _matrix(x, low.a if operand == "a" else low.b)
+
+    def multiply(
+        self, a_mat: Any, b_mat: Any, d: Any, alpha: complex, beta: complex, c: Any
     ) -> None:
-        a_mat = _matrix(a, low.a)
-        b_mat = _matrix(b, low.b)
+        """D = alpha * a_mat @ b_mat + beta * C for matrix stacks of this GEMM lowering."""
+        low = self.lowering
+        assert isinstance(low, GemmLowering)
         if not low.d.pack and beta == 0:
             d_mat = d.transpose(low.d.perm).reshape(low.d.shape)
             np.matmul(a_mat, b_mat, out=d_mat)
@@ -67,6 +106,63 @@ class CpuContractionPlan(PlanDefaults):
         temp, unmerged = _buffer(low.d, d.dtype)
         np.matmul(a_mat, b_mat, out=temp)
         write_scaled(unmerged.transpose(self._d_order), d, alpha, beta, c)
+
+
+class TiledRun:
+    """A contraction run tile by tile (see cpu_fallback.tiling): per tile size, a
+    CpuContractionPlan of the tile; the operand of an outer chunk is packed once."""
+
+    def __init__(self, problem: ContractionProblem, policy: str, tiling: Tiling) -> None:
+        self.tiling = tiling
+        self._held = hoisted(problem, tiling.inner)
+        self._cuts = [c for c in (tiling.outer, tiling.inner) if c is not None]
+        self._axes = [
+            tuple(spec.labels.index(c.label) if c.label in spec.labels else None
+                  for spec in (problem.a, problem.b, problem.d))
+            for c in self._cuts
+        ]
+        self._plans: dict[tuple[int, ...], CpuContractionPlan] = {}
+        self._problem, self._policy = problem, policy
+
+    def _plan(self, sizes: tuple[int, ...]) -> CpuContractionPlan:
+        plan = self._plans.get(sizes)
+        if plan is None:
+            tile = tile_problem(self._problem, {c.label: n for c, n in zip(self._cuts, sizes)})
+            plan = self._plans[sizes] = CpuContractionPlan(tile, self._policy)
+        return plan
+
+    def execute(self, a: Any, b: Any, d: Any, scalars: Scalars, c: Any) -> None:
+        """Each tile: its chunks of A and B, its tile of D (and of C)."""
+        alpha, beta = scalars.alpha, scalars.beta
+        outer, inner = self.tiling.outer, self.tiling.inner
+        inner_chunks = inner.chunks() if inner else [(0, 0)]
+        for start, stop in outer.chunks() if outer else [(0, 0)]:
+            held_mat = None
+            for inner_start, inner_stop in inner_chunks:
+                bounds = [(start, stop), (inner_start, inner_stop)][: len(self._cuts)]
+                plan = self._plan(tuple(hi - lo for lo, hi in bounds))
+                a_t, b_t, d_t = (self._slice(x, i, bounds) for i, x in enumerate((a, b, d)))
+                c_t = None if c is None else self._slice(c, 2, bounds)
+                low = plan.lowering
+                if not isinstance(low, GemmLowering) or self._held is None:
+                    plan.execute((a_t, b_t), d_t, scalars, c_t)
+                    continue
+                spec = low.a if self._held == "a" else low.b
+                if held_mat is None or held_mat[0] != spec:
+                    held_mat = None  # the last chunk's copy goes before the next is made
+                    held_mat = (spec, plan.pack(a_t if self._held == "a" else b_t, self._held))
+                if self._held == "a":
+                    plan.multiply(held_mat[1], plan.pack(b_t, "b"), d_t, alpha, beta, c_t)
+                else:
+                    plan.multiply(plan.pack(a_t, "a"), held_mat[1], d_t, alpha, beta, c_t)
+
+    def _slice(self, x: Any, which: int, bounds: list[tuple[int, int]]) -> Any:
+        index: list[Any] = [slice(None)] * x.ndim
+        for axes, (lo, hi) in zip(self._axes, bounds):
+            axis = axes[which]
+            if axis is not None:
+                index[axis] = slice(lo, hi)
+        return x[tuple(index)]
 
 
 def _buffer(spec: MatrixOperand, dtype: Any) -> tuple[Any, Any]:

@@ -33,6 +33,13 @@ class CpuElementwisePlan(PlanDefaults):
     def __init__(self, problem: ElementwiseProblem) -> None:
         self.problem = problem
         self.reason = "NumPy ufuncs on broadcast views, written into D"
+        # Each operand scaled or mapped by an operator is a new array; with three
+        # operands, the first two combine into one of D's size.
+        itemsize = np.dtype(problem.d.dtype).itemsize
+        operands = [problem.a, problem.c] + ([] if problem.b is None else [problem.b])
+        self.temporary_bytes = itemsize * (
+            sum(spec.size for spec in operands) + (problem.d.size if problem.b else 0)
+        )
 
     def __repr__(self) -> str:
         return f"CpuElementwisePlan(route={self.route!r}, reason={self.reason!r})"

@@ -142,6 +142,8 @@ class MeasuredPlan(PlanDefaults):
     def __init__(self, plans: Sequence[PrimitivePlan]) -> None:
         self.plans = tuple(plans)
         self.choice = Choice(variant_names(self.plans))
+        # The most any of the plans takes: each runs while they are timed.
+        self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)
 
     @property
     def route(self) -> str:

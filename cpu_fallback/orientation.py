@@ -62,6 +62,11 @@ class OrientationTrial:
         return self._outputs[self.choice.peek()]
 
     @property
+    def temporary_bytes(self) -> int:
+        """The most any of the plans takes: each runs while they are timed."""
+        return max(plan.temporary_bytes for plan in self.plans)
+
+    @property
     def plan(self) -> PrimitivePlan:
         """The plan chosen (so far)."""
         return self.plans[self.choice.best]

@@ -56,7 +56,11 @@ def copy_route(
 
 
 def write_scaled(product: Any, d: Any, alpha: complex, beta: complex, c: Any) -> None:
-    """d = alpha * product + beta * c, where ``product`` may already be ``d`` or None (0)."""
+    """d = alpha * product + beta * c, where ``product`` may already be ``d`` or None (0).
+
+    A ``product`` other than ``d`` is the caller's scratch: it may be scaled in place
+    (so that no second temporary of D's size is needed).
+    """
     if beta == 0:
         if product is None:
             d.fill(0)
@@ -71,7 +75,11 @@ def write_scaled(product: Any, d: Any, alpha: complex, beta: complex, c: Any) ->
     elif beta != 1:
         np.multiply(d, beta, out=d)
     if product is not None:
-        d += product if alpha == 1 else product * alpha
+        if alpha != 1 and isinstance(product, np.ndarray) and product.ndim:
+            np.multiply(product, alpha, out=product)
+        elif alpha != 1:
+            product = product * alpha  # a 0-d product comes back as a NumPy scalar
+        d += product
 
 
 class CpuPermutationPlan(PlanDefaults):

@@ -66,9 +66,10 @@ class CpuReductionPlan(PlanDefaults):
 
     route = "reduce"
 
-    def __init__(self, problem: ReductionProblem) -> None:
+    def __init__(self, problem: ReductionProblem, budget: int | None = None) -> None:
         self.problem = problem
         a, d = problem.a, problem.d
+        d_bytes = d.size * np.dtype(d.dtype).itemsize
         self._axes = tuple(i for i, x in enumerate(a.labels) if x not in d.labels)
         kept = [x for x in a.labels if x in d.labels]
         # D's axes in the order the reduction leaves them (A's order).
@@ -76,6 +77,12 @@ class CpuReductionPlan(PlanDefaults):
         self._ufunc = REDUCE[problem.op_reduce]
         threads = _threads() if traffic(a) >= THREAD_MIN_BYTES and self._axes else 1
         self._split = split_axis(a.extents, a.strides, threads)
+        # A split along a reduced label gives each thread but the first its own partial
+        # result (a scaled call, only from gpu_tc.reduce, also reduces into a new array).
+        partials = (threads - 1) * d_bytes if self._split in self._axes else 0
+        if budget is not None and partials > budget:
+            self._split, partials = None, 0
+        self.temporary_bytes = partials
         how = "one thread"
         if self._split is not None:
             bounds = np.linspace(0, a.extents[self._split], threads + 1).astype(int)

@@ -58,12 +58,19 @@ class PrimitivePlan(Protocol):
         reason: Why (read live: a plan may record a later decision).
         fresh: A fast path for a warm call, ``fresh(*inputs) -> new result`` laid out
             as the problem's D, or None.
+        temporary_bytes: The most memory one execution allocates besides ``out``
+            (packed operands, a staged result, workspace); a contraction's covers any
+            scalars, a reduction's or element-wise operation's an unscaled call (a
+            scaled one, from gpu_tc.reduce or elementwise_*, may stage one more D).
     """
 
     @property
     def route(self) -> str: ...
 
     fresh: Callable[..., Any] | None
+
+    @property
+    def temporary_bytes(self) -> int: ...
 
     @property
     def reason(self) -> str: ...
@@ -79,9 +86,11 @@ class PrimitivePlan(Protocol):
 
 
 class PlanDefaults:
-    """What most primitive plans share: no warm fast path, no kernel choice to tune."""
+    """What most primitive plans share: no warm fast path, no kernel choice to tune,
+    no temporaries."""
 
     fresh: Callable[..., Any] | None = None
+    temporary_bytes: int = 0
 
     def autotune(self, iterations: int) -> bool:
         """Nothing to tune."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from .backend import UNSCALED, Backend, OrientationTrial, PrimitivePlan, Scalars
 from .cache import PlanCache
 from .expression import show_label
 from .keys import PrimitiveKey
+from .memory import Ledger, nbytes
 from .options import Options
 from .problem import (
     ContractionProblem,
@@ -138,25 +140,58 @@ class EinsumPlan:
         self.result = result
         self.converts = result != np.dtype(program.dtype)  # e.g. float16 computed in float32
 
-        def plan_for(problem: PrimitiveProblem) -> PrimitivePlan:
-            return primitive_plan(backend, problem, options, extra, cache)
+        # Each stage's plan gets the memory the stages before it leave (gpu_tc.memory).
+        ledger = Ledger(options.memory_limit, self.context)
+        budgeted = options.memory_limit is not None
+
+        def plan_with(problem: PrimitiveProblem, held: int) -> PrimitivePlan:
+            budget = ledger.budget(held)
+            plan = primitive_plan(
+                backend, problem, replace(options, memory_limit=budget) if budgeted else options,
+                extra, cache,
+            )
+            ledger.record(held, plan.temporary_bytes)
+            return plan
 
         self._dtype = program.dtype
-        self._operands = tuple(
-            _Prepared(prep, None if prep.reduction is None else plan_for(prep.reduction))
-            for prep in program.operands
-        )
-        self._steps = tuple(
-            (step.lhs, step.rhs, plan_for(step.problem), step.problem.d.extents)
-            for step in program.steps
-        )
-        self._final = self._steps[-1][2] if self._steps else plan_for(program.final)
+        # A result computed in another dtype than the caller's is a temporary too.
+        aside = nbytes(program.output) if self.converts else 0
+        operands, held = [], aside
+        for prep in program.operands:
+            cast = nbytes(prep.spec) if prep.cast else 0
+            if prep.reduction is None:
+                operands.append(_Prepared(prep, None))
+                ledger.record(held, cast)
+                held += cast
+                continue
+            reduced = nbytes(prep.reduction.d)
+            operands.append(_Prepared(prep, plan_with(prep.reduction, held + cast + reduced)))
+            held += reduced
+        self._operands = tuple(operands)
+        sizes = [nbytes(p.result) if p.cast or p.reduction else 0 for p in program.operands]
+        planned = []
+        for index, step in enumerate(program.steps):
+            inputs = sizes.pop(step.rhs) + sizes.pop(step.lhs)
+            last = index == len(program.steps) - 1
+            made = 0 if last else nbytes(step.problem.d)
+            live = aside + sum(sizes) + inputs + made
+            plan = plan_with(step.problem, live)
+            planned.append((step.lhs, step.rhs, plan, step.problem.d.extents))
+            sizes.append(made)
+        self._steps = tuple(planned)
+        self._final = self._steps[-1][2] if self._steps else plan_with(program.final, held)
         # A large final GEMM into a new result: a backend may time both layouts.
         self._orientation: OrientationTrial | None = None
         if program.flipped is not None:
             final = program.final
             assert isinstance(final, ContractionProblem)
-            self._orientation = backend.orientation_trial((final, program.flipped), plan_for)
+            final_held = aside + (sum(sizes) if self._steps else held)
+            self._orientation = backend.orientation_trial(
+                (final, program.flipped), lambda problem: plan_with(problem, final_held)
+            )
+        ledger.check()
+        self.temporary_bytes = ledger.peak
+        self.memory_limit = options.memory_limit
         # A warm call may skip all of execute(): one step on untouched operands into a
         # new result, which the backend plan can produce by itself; or, as numpy.einsum,
         # a view of one operand whose labels the result only reorders or diagonalises.
@@ -252,7 +287,16 @@ class StagePlan:
         self.result = result
         self.converts = result != np.dtype(self.output.dtype)
         self._dtype = self.output.dtype
+        ledger = Ledger(options.memory_limit, context)
+        aside = nbytes(self.output) if self.converts else 0
+        held = aside + sum(nbytes(prep.spec) for prep in program.operands if prep.cast)
+        if options.memory_limit is not None:
+            options = replace(options, memory_limit=ledger.budget(held))
         self._plan = primitive_plan(backend, program.problem, options, extra, cache)
+        ledger.record(held, self._plan.temporary_bytes)
+        ledger.check()
+        self.temporary_bytes = ledger.peak
+        self.memory_limit = options.memory_limit
         self._operands = tuple(_Prepared(prep, None) for prep in program.operands)
         self.stages = (self._plan,)
         # A warm unscaled call into a new result (a trace) may be one backend call.

@@ -84,3 +84,12 @@ class BackendError(GpuTcError, RuntimeError):
 
 class WorkspaceError(GpuTcError, MemoryError):
     """Not even the minimum workspace of a plan could be allocated."""
+
+
+class MemoryLimitError(GpuTcError, MemoryError):
+    """No route keeps a call's temporaries under ``Options(memory_limit=...)``; raised
+    while planning, before any work. ``need`` holds the smallest need in bytes."""
+
+    def __init__(self, message: str, need: int) -> None:
+        super().__init__(message)
+        self.need = need

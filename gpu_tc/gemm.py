@@ -109,15 +109,20 @@ Lowering = GemmLowering | MultiplyLowering | EmptyLowering
 POLICIES = ("heuristic", "pack", "loop")
 
 
-def lowerings(problem: ContractionProblem) -> tuple[Lowering, ...]:
-    """The distinct lowerings of ``problem`` under every policy, the heuristic's first;
-    one when no policy differs (small, empty and product-only problems)."""
-    found: list[Lowering] = []
+def policies(problem: ContractionProblem) -> tuple[str, ...]:
+    """The policies whose lowerings of ``problem`` differ, "heuristic" first; one when
+    none differs (small, empty and product-only problems)."""
+    found: dict[str, Lowering] = {}
     for policy in POLICIES:
         low = lower(problem, policy)
-        if all(_operands(low) != _operands(x) for x in found):
-            found.append(low)
+        if all(_operands(low) != _operands(x) for x in found.values()):
+            found[policy] = low
     return tuple(found)
+
+
+def lowerings(problem: ContractionProblem) -> tuple[Lowering, ...]:
+    """The distinct lowerings of ``problem`` (one per entry of :func:`policies`)."""
+    return tuple(lower(problem, policy) for policy in policies(problem))
 
 
 def _operands(low: Lowering) -> tuple[object, ...]:

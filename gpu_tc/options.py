@@ -67,18 +67,23 @@ class Options:
         workspace_limit: Upper bound in bytes on a GPU plan's workspace (None: the
             size cuTENSOR recommends).
         allow_cublas: Let GEMM-like GPU contractions run through cuBLAS.
+        memory_limit: Upper bound in bytes on the temporaries of one call: packed
+            operands, staged results, intermediates of a chain, casts and (on the GPU)
+            workspace; the result and ``out`` do not count. None: a default budget
+            that keeps the speed of unbounded copies (see ``plan.temporary_bytes``).
     """
 
     workspace_limit: int | None = None
     allow_cublas: bool = True
+    memory_limit: int | None = None
 
     def __post_init__(self) -> None:
-        if self.workspace_limit is not None and (
-            not isinstance(self.workspace_limit, int) or self.workspace_limit < 0
-        ):
-            raise OptionsError(
-                f"workspace_limit must be a non-negative int or None, got {self.workspace_limit!r}"
-            )
+        for name in ("workspace_limit", "memory_limit"):
+            value = getattr(self, name)
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value < 0
+            ):
+                raise OptionsError(f"{name} must be a non-negative int or None, got {value!r}")
         if not isinstance(self.allow_cublas, bool):
             raise OptionsError(f"allow_cublas must be a bool, got {self.allow_cublas!r}")
 

@@ -10,6 +10,7 @@ from .call import adopt, check_out
 from .compose import EinsumPlan, relabel
 from .errors import OutputError, PlanStateError, ShapeError
 from .expression import expand, parse
+from .memory import nbytes
 from .problem import OperandLayout
 from .run import run
 
@@ -57,6 +58,18 @@ class Plan:
     def reason(self) -> str:
         """Why each stage takes its route, naming labels as ``subscripts`` does."""
         return relabel(self._live().reason, self._names)
+
+    @property
+    def temporary_bytes(self) -> int:
+        """The most memory one execution takes besides its result and ``out``: copies of
+        operands, intermediates, workspace (predicted when the plan was made; an ``out``
+        the plan cannot write in place adds a result-sized temporary)."""
+        plan = self._live()
+        aside = self._out_layout is not None and (
+            self._out_layout.strides != plan.output.strides
+            or self._out_layout.dtype != plan.output.dtype
+        )
+        return plan.temporary_bytes + (nbytes(plan.output) if aside else 0)
 
     def execute(self, *operands: Any, out: Any = None) -> Any:
         """Run the plan on operands laid out like the ones it was prepared for.

@@ -11,6 +11,8 @@ import operator
 from collections.abc import Hashable
 from typing import Any
 
+import numpy as np
+
 from .backend import Backend
 from .cache import PLAN_CACHE
 from .call import Call
@@ -71,12 +73,21 @@ def einsum_plan(
         )
         natural = call.out is None and order == "K"
         program = build_program(
-            expression, layouts, dtypes.compute, None if natural else output.strides, path
+            expression, layouts, dtypes.compute, None if natural else output.strides,
+            _limited(path, options, dtypes.compute),
         )
         return EinsumPlan(program, backend, options, extra, PLAN_CACHE.primitives,
                           dtypes.result)
 
     return PLAN_CACHE.programs.get_or_build(key, build)
+
+
+def _limited(path: PathChoice, options: Options, dtype: str) -> PathChoice:
+    """A named path search bounded, as opt_einsum's searches take it, to intermediates
+    of ``options.memory_limit`` bytes (in elements); other choices as they are."""
+    if options.memory_limit is None or not isinstance(path, str):
+        return path
+    return (path, max(1, options.memory_limit // np.dtype(dtype).itemsize))
 
 
 def _order(order: str, layouts: list[OperandLayout]) -> str:

@@ -17,6 +17,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from .backend import UNSCALED, Backend, Scalars
+from .errors import MemoryLimitError
+from .memory import nbytes
 from .problem import TensorSpec
 
 
@@ -26,6 +28,9 @@ class Composed(Protocol):
     fast: Any
     result: np.dtype[Any]  # the dtype the caller gets
     converts: bool  # whether it differs from the output's (compute) dtype
+    temporary_bytes: int  # the plan's own peak (gpu_tc.memory)
+    memory_limit: int | None
+    context: str  # names the call in messages
 
     @property
     def output(self) -> TensorSpec:
@@ -97,6 +102,14 @@ def run(
     if not aside:
         plan.execute(operands, out, scalars, addend)
         return out
+    aside_bytes = plan.temporary_bytes + nbytes(plan.output)
+    if plan.memory_limit is not None and aside_bytes > plan.memory_limit:
+        raise MemoryLimitError(
+            f"{plan.context}: out cannot take the result in place, and "
+            f"the result aside takes {aside_bytes} bytes of temporaries with the plan's own, "
+            f"above memory_limit={plan.memory_limit} bytes",
+            aside_bytes,
+        )
     result = allocate(backend, plan.output)
     if addend is out:
         backend.copy_into(out, result)

@@ -25,8 +25,8 @@ from gpu_tc.cuda.descriptors import (
 )
 from gpu_tc.cuda.gemm_route import CUBLAS_OP_N, CUBLAS_OP_T, cublas_gemm, leading_dimension
 from gpu_tc.cuda.roles import ElementwiseRoles, elementwise_roles
-from gpu_tc.cuda.workspace import choose_workspace, fallback_note
-from gpu_tc.errors import WorkspaceError
+from gpu_tc.cuda.workspace import choose_workspace, fallback_note, workspace_cap
+from gpu_tc.errors import MemoryLimitError, WorkspaceError
 from gpu_tc.options import BinaryOp, UnaryOp
 from gpu_tc.problem import ContractionProblem, ElementwiseProblem, TensorSpec, contiguous_spec
 from gpu_tc.strides import Merged
@@ -374,6 +374,22 @@ def test_workspace_capped_by_the_limit():
 def test_workspace_limit_below_the_minimum_is_an_error():
     with pytest.raises(WorkspaceError, match="contraction ab,bc->ac needs at least 256 bytes"):
         choose_workspace(4096, 256, 100, "contraction ab,bc->ac")
+
+
+def test_memory_limit_caps_the_workspace_after_staged_copies():
+    assert workspace_cap(None, None, 0) == (None, "workspace_limit")
+    assert workspace_cap(5000, None, 100) == (5000, "workspace_limit")
+    assert workspace_cap(None, 5000, 1000) == (4000, "memory_limit")
+    assert workspace_cap(3000, 5000, 1000) == (3000, "workspace_limit")
+    assert workspace_cap(None, 500, 1000) == (0, "memory_limit")
+    choice = choose_workspace(4096, 256, 1000, "x", "memory_limit")
+    assert choice.limit == 1000 and "memory_limit=1000" in choice.note
+
+
+def test_memory_limit_below_the_minimum_workspace_names_both():
+    with pytest.raises(MemoryLimitError, match="needs at least 256 bytes.*memory_limit") as info:
+        choose_workspace(4096, 256, 100, "contraction ab,bc->ac", "memory_limit")
+    assert info.value.need == 256 and isinstance(info.value, MemoryError)
 
 
 def test_fallback_note_records_the_out_of_memory_retry():

@@ -107,6 +107,8 @@ def test_concurrent_calls_share_the_measurement():
 
 
 class _Plan:
+    temporary_bytes = 0
+
     def __init__(self, route: str, seconds: float, clock: list[float]) -> None:
         self.route, self.reason = route, f"{route} because"
         self.seconds, self.clock = seconds, clock

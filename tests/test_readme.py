@@ -24,3 +24,20 @@ def test_readme_api_example_runs_and_prints_what_it_says():
 
     x = namespace["x"]
     assert gpu_tc.prepare("ij,jk->ik", x.T, x).route == "blas:direct"
+
+
+def test_readme_memory_example_holds():
+    text = README.read_text()
+    api = re.search(r"## API\n\n```python\n(.*?)```", text, re.S).group(1)
+    memory = re.search(r"naming the limit and the smallest need.*?```python\n(.*?)```", text, re.S)
+    namespace: dict = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(api, "README.md", "exec"), namespace)
+    claim = memory.group(1).strip().splitlines()[-1].split("#")[0].strip()
+    exec(compile(memory.group(1), "README.md", "exec"), namespace)
+    assert eval(claim, namespace) is True
+    import numpy as np
+
+    plan = namespace["plan"]
+    expected = np.einsum("abcd,dbea->ec", namespace["A"], namespace["B"])
+    assert np.allclose(plan.execute(namespace["A"], namespace["B"]), expected)

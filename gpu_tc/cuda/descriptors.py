@@ -84,6 +84,13 @@ class DescriptorSpec:
         )
 
 
+def staged_bytes(
+    descriptors: Sequence[DescriptorSpec], tensors: Sequence[TensorSpec], itemsize: int
+) -> int:
+    """The bytes of the C-ordered copies that the staged ``descriptors`` go through."""
+    return itemsize * sum(t.size for d, t in zip(descriptors, tensors) if d.staged)
+
+
 def expected_alignment(descriptor: DescriptorSpec, itemsize: int) -> int:
     """The base alignment of a tensor whose array starts 256-byte aligned, as every
     fresh CuPy allocation does: the alignment a plan is first built for."""

@@ -26,6 +26,7 @@ from .descriptors import (
     expected_alignment,
     orient,
     pointer_alignment,
+    staged_bytes,
     staging_note,
 )
 from .operands import Operand, Variants, check_device
@@ -76,6 +77,7 @@ class CutensorElementwisePlan(PlanDefaults):
         self.reason = (
             f"cuTENSOR element-wise {names}{staging_note(names + 'D', specs)}{lowered}{staged}"
         )
+        self.temporary_bytes = staged_bytes(specs, [*self._inputs(), p.d], item)
         self._variants = Variants(self._build)
         guess = {k: expected_alignment(o.spec, item) for k, o in self._operands.items()}
         self._variants(self._key(guess, expected_alignment(self._d.spec, item)))

@@ -85,7 +85,7 @@ class PlannedOperation:
         self,
         handle: Handle,
         operation: OperationDescriptor,
-        workspace_limit: int | None,
+        workspace_limit: tuple[int | None, str] | None,
         context: str,
         uses_workspace: bool,
     ) -> None:
@@ -99,11 +99,17 @@ class PlannedOperation:
         if uses_workspace:
             recommended = self._estimate(ct.WorksizePreference.WORKSPACE_DEFAULT)
             self._minimum = self._estimate(ct.WorksizePreference.WORKSPACE_MIN)
-            choice = choose_workspace(recommended, self._minimum, workspace_limit, context)
+            limit, source = workspace_limit or (None, "workspace_limit")
+            choice = choose_workspace(recommended, self._minimum, limit, context, source)
             self._limit, self.note = choice.limit, choice.note
         self._context = context
         self._tuning = 0
         self.plan = CutensorPlan(handle, operation, self.preference, self._limit)
+
+    @property
+    def workspace_size(self) -> int:
+        """The workspace the current plan takes."""
+        return int(self.plan.workspace_size)
 
     @property
     def minimum_workspace(self) -> int:

@@ -30,10 +30,12 @@ from .descriptors import (
     expected_alignment,
     orient,
     pointer_alignment,
+    staged_bytes,
     staging_note,
 )
 from .operands import Operand, Variants, check_device
 from .planned import PlannedOperation
+from .workspace import workspace_cap
 
 IDENTITY = int(UnaryOp.IDENTITY)
 NOT_SUPPORTED = "CUTENSOR_STATUS_NOT_SUPPORTED"
@@ -86,18 +88,19 @@ class CutensorContractionPlan(PlanDefaults):
         self._a, self._b, self._d = (
             Operand(s, len(t.labels), item) for s, t in zip(specs, (p.a, p.b, p.d))
         )
-        self._limit = options.workspace_limit
+        self._staged = staged_bytes(specs, (p.a, p.b, p.d), item)
+        self._limit = workspace_cap(options.workspace_limit, options.memory_limit, self._staged)
         self._base = (
             f"cuTENSOR contraction{staging_note('ABD', specs)}{lowered}; not cuBLAS: {why}"
         )
         self._variants = Variants(self._build)
-        self._variants(tuple(expected_alignment(s, item) for s in specs))
+        first = self._variants(tuple(expected_alignment(s, item) for s in specs))
+        self.temporary_bytes = self._staged + first.workspace_size
 
     @property
     def reason(self) -> str:
         """Why cuTENSOR, what is staged or lowered, and the workspace decisions."""
         return variants_reason(self._base, self._variants)
-
     def __repr__(self) -> str:
         return f"CutensorContractionPlan(route={self.route!r}, reason={self.reason!r})"
 
@@ -173,6 +176,7 @@ class CutensorPermutationPlan(PlanDefaults):
         self._refused = refusing({"op_a": p.op_a}, self.context)
         self._variants = Variants(self._build)
         self._variants(tuple(expected_alignment(s, item) for s in specs))
+        self.temporary_bytes = staged_bytes(specs, (p.a, p.b), item)
 
     @property
     def reason(self) -> str:
@@ -240,20 +244,21 @@ class CutensorReductionPlan(PlanDefaults):
         specs, lowered = documented_forms(orient((p.a, p.d)))
         item = np.dtype(p.d.dtype).itemsize
         self._a, self._d = (Operand(s, len(t.labels), item) for s, t in zip(specs, (p.a, p.d)))
-        self._limit = options.workspace_limit
+        self._staged = staged_bytes(specs, (p.a, p.d), item)
+        self._limit = workspace_cap(options.workspace_limit, options.memory_limit, self._staged)
         self._base = (
             f"cuTENSOR {p.op_reduce.name} reduction over {len(p.reduced)} label(s)"
             f"{staging_note('AD', specs)}{lowered}"
         )
         self._refused = refusing({"op_a": p.op_a, "op_reduce": p.op_reduce}, self.context)
         self._variants = Variants(self._build)
-        self._variants(tuple(expected_alignment(s, item) for s in specs))
+        first = self._variants(tuple(expected_alignment(s, item) for s in specs))
+        self.temporary_bytes = self._staged + first.workspace_size
 
     @property
     def reason(self) -> str:
         """What is reduced, staged or lowered, and the workspace decisions."""
         return variants_reason(self._base, self._variants)
-
     def __repr__(self) -> str:
         return f"CutensorReductionPlan(route={self.route!r}, reason={self.reason!r})"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu_tc.errors import WorkspaceError
+from gpu_tc.errors import MemoryLimitError, WorkspaceError
 
 
 @dataclass(frozen=True)
@@ -16,23 +16,39 @@ class WorkspaceChoice:
     note: str
 
 
+def workspace_cap(
+    workspace_limit: int | None, memory_limit: int | None, staged: int
+) -> tuple[int | None, str]:
+    """The workspace bound of a plan and the option it comes from: ``workspace_limit``,
+    or what ``memory_limit`` leaves after the plan's ``staged`` copies, the smaller."""
+    left = None if memory_limit is None else max(0, memory_limit - staged)
+    if left is not None and (workspace_limit is None or left < workspace_limit):
+        return left, "memory_limit"
+    return workspace_limit, "workspace_limit"
+
+
 def choose_workspace(
-    recommended: int, minimum: int, limit: int | None, context: str
+    recommended: int, minimum: int, limit: int | None, context: str,
+    source: str = "workspace_limit",
 ) -> WorkspaceChoice:
-    """The recommended workspace, capped by ``Options.workspace_limit``.
+    """The recommended workspace, capped by ``limit`` (from the option ``source``).
 
     Raises:
-        WorkspaceError: even the minimum workspace exceeds the limit.
+        WorkspaceError: even the minimum workspace exceeds ``workspace_limit``.
+        MemoryLimitError: or exceeds what ``memory_limit`` leaves for it.
     """
     if limit is None or recommended <= limit:
         return WorkspaceChoice(recommended, f"workspace {recommended} bytes (recommended)")
     if minimum > limit:
-        raise WorkspaceError(
-            f"{context} needs at least {minimum} bytes of workspace but "
-            f"Options.workspace_limit is {limit}"
+        message = (
+            f"{context} needs at least {minimum} bytes of workspace but Options.{source} "
+            f"leaves {limit}"
         )
+        if source == "memory_limit":
+            raise MemoryLimitError(message, minimum)
+        raise WorkspaceError(message)
     return WorkspaceChoice(
-        limit, f"workspace capped at workspace_limit={limit} bytes ({recommended} recommended)"
+        limit, f"workspace capped at {source}={limit} bytes ({recommended} recommended)"
     )
 
 

@@ -1,0 +1,198 @@
+"""Bounded temporaries: Options(memory_limit), tiled contractions, plan.temporary_bytes.
+
+Results under tight limits are checked against the reference kernel; predicted peaks
+against what tracemalloc sees NumPy allocate (NumPy reports its buffers to it).
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from helpers import BACKENDS, assert_close, random_array, reference_einsum, to_backend, to_numpy
+
+import gpu_tc
+from cpu_fallback.tiling import Cut, choose, copy_bytes, default_budget, tile_problem
+from gpu_tc import Options
+from gpu_tc.errors import GpuTcError, MemoryLimitError, OptionsError
+from gpu_tc.gemm import lower
+from gpu_tc.problem import ContractionProblem, contiguous_spec
+
+# A contraction whose A and B are packed whole (no label group merges) and whose
+# D is staged: the copies of the cases 20-30 family of TCCG, small.
+PACKED = "fbea,ecfd->dcba"
+EXTENTS = {"a": 12, "b": 10, "c": 9, "d": 11, "e": 8, "f": 7}
+
+
+def _operands(expr: str, extents: dict[str, int], dtype: str = "float64", seed: int = 0):
+    rng = np.random.default_rng(seed)
+    terms = expr.split("->")[0].split(",")
+    return [random_array(rng, [extents[x] for x in t], dtype) for t in terms]
+
+
+def _problem(expr: str, extents: dict[str, int], dtype: str = "d") -> ContractionProblem:
+    inputs, output = expr.split("->")
+    a, b = inputs.split(",")
+    specs = [contiguous_spec(t, [extents[x] for x in t], dtype) for t in (a, b, output)]
+    return ContractionProblem(*specs)
+
+
+def _unbounded_copies(expr: str, extents: dict[str, int]) -> int:
+    problem = _problem(expr, extents)
+    return sum(copy_bytes(lower(problem), problem, staged=False))
+
+
+@pytest.mark.parametrize("limit", [None, 1 << 30, 60_000, 20_000, 4_000, 1_500])
+def test_tiled_contraction_matches_the_reference_and_stays_under_the_limit(limit):
+    a, b = _operands(PACKED, EXTENTS)
+    exact, scale = reference_einsum(PACKED, a, b)
+    plan = gpu_tc.prepare(PACKED, a, b, options=Options(memory_limit=limit))
+    for _ in range(2):
+        assert_close(plan.execute(a, b), exact, "d", scale)
+    if limit is not None:
+        assert plan.temporary_bytes <= limit
+    if limit is not None and limit < _unbounded_copies(PACKED, EXTENTS):
+        assert "tiles" in plan.reason
+
+
+def test_unbounded_plan_reports_its_whole_copies():
+    a, b = _operands(PACKED, EXTENTS)
+    plan = gpu_tc.prepare(PACKED, a, b, options=Options(memory_limit=1 << 40))
+    itemsize = 8
+    sizes = {t: int(np.prod([EXTENTS[x] for x in t])) for t in ("fbea", "ecfd", "dcba")}
+    # A and B packed whole; the GEMM writes the C-ordered D in place.
+    assert _unbounded_copies(PACKED, EXTENTS) == itemsize * (sizes["fbea"] + sizes["ecfd"])
+    # A call with beta != 0 also stages D.
+    assert plan.temporary_bytes == itemsize * sum(sizes.values())
+    assert "tiles" not in plan.reason
+
+
+@pytest.mark.parametrize("limit", [10**9, 30_000, 5_000])
+def test_contract_with_beta_accumulates_correctly_in_tiles(limit):
+    a, b = _operands(PACKED, EXTENTS)
+    c = _operands("dcba->dcba", EXTENTS, seed=1)[0]
+    exact, _ = reference_einsum(PACKED, a, b)
+    expected = 2.0 * exact - 0.5 * c
+    got = gpu_tc.contract(PACKED, a, b, alpha=2.0, beta=-0.5, c=c,
+                          options=Options(memory_limit=limit))
+    assert_close(got, expected, "d", np.abs(2 * exact) + np.abs(c))
+    out = c.copy()
+    gpu_tc.contract(PACKED, a, b, alpha=2.0, beta=-0.5, c=out, out=out,
+                    options=Options(memory_limit=limit))
+    assert_close(out, expected, "d", np.abs(2 * exact) + np.abs(c))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "complex128"])
+def test_tiles_keep_every_dtype_exact(dtype):
+    a, b = _operands(PACKED, EXTENTS, dtype)
+    exact, scale = reference_einsum(PACKED, a, b)
+    got = gpu_tc.einsum(PACKED, a, b, options=Options(memory_limit=10_000))
+    assert got.dtype == np.dtype(dtype)
+    assert_close(got, exact, dtype, scale)
+
+
+def test_predicted_peak_bounds_what_numpy_allocates():
+    a, b = _operands(PACKED, EXTENTS)
+    for limit in (None, 40_000, 8_000):
+        plan = gpu_tc.prepare(PACKED, a, b, options=Options(memory_limit=limit))
+        plan.execute(a, b)  # warm: the measured variants have all run
+        for _ in range(6):
+            tracemalloc.start()
+            result = plan.execute(a, b)
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            # Aside: the result itself, NumPy's iteration buffers of a strided copy
+            # (8192 elements) and a few hundred bytes of Python objects.
+            assert peak - result.nbytes <= plan.temporary_bytes + 8192 * 8 + 4096, (limit, peak)
+
+
+def test_a_limit_no_route_meets_fails_before_any_work():
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((60, 50)).astype(np.float32)  # cast to float64: a copy
+    b, c = rng.standard_normal((50, 70)), rng.standard_normal((70, 40))
+    out = np.full((60, 40), 7.0)
+    with pytest.raises(MemoryLimitError) as info:
+        gpu_tc.einsum("ij,jk,kl->il", a, b, c, out=out, options=Options(memory_limit=1000))
+    err = info.value
+    assert isinstance(err, MemoryError) and isinstance(err, GpuTcError)
+    assert "memory_limit=1000" in str(err) and "ij,jk,kl->il" in str(err)
+    assert err.need > 1000 and str(err.need) in str(err)
+    assert (out == 7.0).all()  # nothing ran
+    # The need it names is enough.
+    got = gpu_tc.einsum("ij,jk,kl->il", a, b, c, options=Options(memory_limit=err.need))
+    assert_close(got, reference_einsum("ij,jk,kl->il", a, b, c)[0], "d")
+
+
+def test_path_search_keeps_intermediates_under_the_limit():
+    rng = np.random.default_rng(3)
+    # Unbounded, the best order makes a 100 x 100 intermediate (80 kB).
+    a, b = rng.standard_normal((100, 3)), rng.standard_normal((3, 100))
+    c = rng.standard_normal((100, 100))
+    free = gpu_tc.prepare("ij,jk,kl->il", a, b, c)
+    bounded = gpu_tc.prepare("ij,jk,kl->il", a, b, c, options=Options(memory_limit=20_000))
+    assert free.temporary_bytes >= 80_000
+    assert bounded.temporary_bytes <= 20_000
+    exact = reference_einsum("ij,jk,kl->il", a, b, c)[0]
+    assert_close(bounded.execute(a, b, c), exact, "d")
+
+
+def test_an_out_the_plan_cannot_write_in_place_counts_its_temporary():
+    a = np.random.default_rng(4).standard_normal((30, 30))
+    out = np.empty((30, 30), np.float32)
+    plan = gpu_tc.prepare("ij,jk->ik", a, a, out=out, casting="unsafe")
+    assert plan.temporary_bytes >= 30 * 30 * 8
+    with pytest.raises(MemoryLimitError, match="memory_limit=100 "):
+        gpu_tc.einsum("ij,jk->ik", a, a, out=out, casting="unsafe",
+                      options=Options(memory_limit=100))
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, True, "1"])
+def test_memory_limit_must_be_a_non_negative_int(value):
+    with pytest.raises(OptionsError, match="memory_limit"):
+        Options(memory_limit=value)
+
+
+def test_choose_fits_the_budget_and_copies_least():
+    problem = _problem(PACKED, EXTENTS)
+    whole = sum(copy_bytes(lower(problem), problem, staged=False))
+    for budget in (whole, whole // 2, whole // 8, whole // 40):
+        tiling = choose(problem, "heuristic", budget, staged=False)
+        assert tiling.peak_bytes <= budget <= whole
+        assert tiling.copied_bytes >= tiling.peak_bytes
+    assert choose(problem, "heuristic", whole, staged=False).tiles == 1
+
+
+def test_choose_reports_the_smallest_need_when_nothing_fits():
+    problem = _problem(PACKED, EXTENTS)
+    tiling = choose(problem, "heuristic", 0, staged=True)
+    assert tiling.peak_bytes > 0 and tiling.tiles > 1
+
+
+def test_cut_chunks_cover_the_extent():
+    cut = Cut("a", 10, 4)
+    assert cut.count == 3 and cut.chunks() == [(0, 4), (4, 8), (8, 10)]
+
+
+def test_tile_problem_shortens_labels_and_keeps_strides():
+    problem = _problem(PACKED, EXTENTS)
+    tile = tile_problem(problem, {"b": 3})
+    assert tile.a.extent("b") == 3 and tile.d.extent("b") == 3
+    assert tile.a.strides == problem.a.strides and tile.b == problem.b
+
+
+def test_default_budget_is_a_fifth_of_the_operands_with_a_floor():
+    big = _problem(PACKED, {x: 40 for x in "abcdef"})
+    operands = 3 * 40**4 * 8
+    assert default_budget(big) == int(0.2 * operands)
+    assert default_budget(_problem(PACKED, EXTENTS)) == 4 << 20
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_memory_limit_on_each_backend(backend):
+    a, b = _operands(PACKED, EXTENTS)
+    exact, scale = reference_einsum(PACKED, a, b)
+    da, db = to_backend(a, backend), to_backend(b, backend)
+    plan = gpu_tc.prepare(PACKED, da, db, options=Options(memory_limit=50_000))
+    assert plan.temporary_bytes <= 50_000
+    assert_close(to_numpy(plan.execute(da, db)), exact, "d", scale)
