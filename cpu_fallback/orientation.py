@@ -55,16 +55,13 @@ class OrientationTrial:
         self._layout = layout
         prefixes = ["flipped" if f else "preferred" for f in self._flipped]
         self.choice = Choice(variant_names(self.plans, prefixes))
+        # The most any of the plans takes: each runs while they are timed.
+        self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)
 
     @property
     def output(self) -> TensorSpec:
         """The layout the next new result should have."""
         return self._outputs[self.choice.peek()]
-
-    @property
-    def temporary_bytes(self) -> int:
-        """The most any of the plans takes: each runs while they are timed."""
-        return max(plan.temporary_bytes for plan in self.plans)
 
     @property
     def plan(self) -> PrimitivePlan:

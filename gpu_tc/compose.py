@@ -159,9 +159,8 @@ class EinsumPlan:
         operands, held = [], aside
         for prep in program.operands:
             cast = nbytes(prep.spec) if prep.cast else 0
-            if prep.reduction is None:
+            if prep.reduction is None:  # a cast is held from here on: later stages count it
                 operands.append(_Prepared(prep, None))
-                ledger.record(held, cast)
                 held += cast
                 continue
             reduced = nbytes(prep.reduction.d)
@@ -170,6 +169,7 @@ class EinsumPlan:
         self._operands = tuple(operands)
         sizes = [nbytes(p.result) if p.cast or p.reduction else 0 for p in program.operands]
         planned = []
+        live = held  # what the final stage runs beside
         for index, step in enumerate(program.steps):
             inputs = sizes.pop(step.rhs) + sizes.pop(step.lhs)
             last = index == len(program.steps) - 1
@@ -185,9 +185,8 @@ class EinsumPlan:
         if program.flipped is not None:
             final = program.final
             assert isinstance(final, ContractionProblem)
-            final_held = aside + (sum(sizes) if self._steps else held)
             self._orientation = backend.orientation_trial(
-                (final, program.flipped), lambda problem: plan_with(problem, final_held)
+                (final, program.flipped), lambda problem: plan_with(problem, live)
             )
         ledger.check()
         self.temporary_bytes = ledger.peak
@@ -287,6 +286,7 @@ class StagePlan:
         self.result = result
         self.converts = result != np.dtype(self.output.dtype)
         self._dtype = self.output.dtype
+        self.memory_limit = options.memory_limit
         ledger = Ledger(options.memory_limit, context)
         aside = nbytes(self.output) if self.converts else 0
         held = aside + sum(nbytes(prep.spec) for prep in program.operands if prep.cast)
@@ -296,7 +296,6 @@ class StagePlan:
         ledger.record(held, self._plan.temporary_bytes)
         ledger.check()
         self.temporary_bytes = ledger.peak
-        self.memory_limit = options.memory_limit
         self._operands = tuple(_Prepared(prep, None) for prep in program.operands)
         self.stages = (self._plan,)
         # A warm unscaled call into a new result (a trace) may be one backend call.

@@ -11,9 +11,9 @@ unpacked into D. Which of C = AB or C^T = B^T A^T runs follows from those layout
 
 Whether to loop over a free group that does not merge (reading the operand in place
 with many smaller GEMMs) or to pack the operand is a trade no rule settles across
-sizes and hosts: :func:`lowerings` gives each policy's lowering ("heuristic": the
-thresholds below; "pack": never loop; "loop": loop wherever it spares packing an
-operand), and a backend may time them (cpu_fallback.measure).
+sizes and hosts: :func:`policies` names the policies whose lowerings differ
+("heuristic": the thresholds below; "pack": never loop; "loop": loop wherever it
+spares packing an operand), and a backend may time them (cpu_fallback.measure).
 """
 
 from __future__ import annotations
@@ -118,11 +118,6 @@ def policies(problem: ContractionProblem) -> tuple[str, ...]:
         if all(_operands(low) != _operands(x) for x in found.values()):
             found[policy] = low
     return tuple(found)
-
-
-def lowerings(problem: ContractionProblem) -> tuple[Lowering, ...]:
-    """The distinct lowerings of ``problem`` (one per entry of :func:`policies`)."""
-    return tuple(lower(problem, policy) for policy in policies(problem))
 
 
 def _operands(low: Lowering) -> tuple[object, ...]:

@@ -21,7 +21,7 @@ from cpu_fallback.measure import (
 )
 from gpu_tc import reference
 from gpu_tc.backend import Scalars
-from gpu_tc.gemm import lowerings
+from gpu_tc.gemm import lower, policies
 
 
 def _drive(choice: Choice, seconds, calls: int, log: list[int] | None = None) -> None:
@@ -149,7 +149,7 @@ def test_competing_lowerings_are_measured_and_every_result_is_right(rng):
     assert "GEMM orientation and lowering measured:" in plan.reason
     assert "preferred blas:packed" in plan.reason and "preferred blas:batched" in plan.reason
     problem = plan._plan.program.final
-    assert [low.route for low in lowerings(problem)] == ["packed", "batched"]
+    assert [lower(problem, p).route for p in policies(problem)] == ["packed", "batched"]
 
 
 @pytest.mark.parametrize("subscripts, shapes", [

@@ -196,3 +196,25 @@ def test_memory_limit_on_each_backend(backend):
     plan = gpu_tc.prepare(PACKED, da, db, options=Options(memory_limit=50_000))
     assert plan.temporary_bytes <= 50_000
     assert_close(to_numpy(plan.execute(da, db)), exact, "d", scale)
+
+
+@pytest.mark.parametrize("limit", [None, 600_000, 200_000])
+def test_a_chain_whose_last_gemm_times_both_orientations_stays_under_the_limit(limit):
+    # The last GEMM (over 2^22 flops, into a new result) times both layouts; its plans
+    # run beside the intermediate the step before made.
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((7, 10, 8, 12)), rng.standard_normal((8, 9, 7, 11))
+    c = rng.standard_normal((400, 11))
+    expr = "fbea,ecfd,gd->gcba"
+    plan = gpu_tc.prepare(expr, a, b, c, options=Options(memory_limit=limit))
+    assert "orientation" in plan.reason
+    if limit is not None:
+        assert plan.temporary_bytes <= limit
+    exact, scale = reference_einsum(expr, a, b, c)
+    for _ in range(12):  # through the measurement of every variant
+        assert_close(plan.execute(a, b, c), exact, "d", scale)
+    tracemalloc.start()
+    result = plan.execute(a, b, c)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak - result.nbytes <= plan.temporary_bytes + 8192 * 8 + 4096

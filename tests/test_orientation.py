@@ -45,6 +45,7 @@ def test_flops():
 
 class _FakePlan:
     route = "_FakePlan"
+    temporary_bytes = 0
 
     def __init__(self, log: list[int], index: int, seconds: float, clock: list[float]):
         self.log, self.index, self.seconds, self.clock = log, index, seconds, clock
