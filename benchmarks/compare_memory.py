@@ -8,7 +8,8 @@ Two parts, both side by side in one run:
 * ``--timing``: per case, gpu_tc with the default budget, unbounded
   (``Options(memory_limit=2**62)``: the same build without tiles) and under
   ``--limit`` bytes (default 16 MiB), interleaved, median of ``--repeat`` warm calls
-  after the measured routes settled; the bounded result is checked against numpy's.
+  after ``--settle`` untimed rounds (the measured routes settle); the bounded result
+  is checked against numpy's.
 
 Usage:
     python benchmarks/compare_memory.py --memory --dtype float64 --peers numpy
@@ -57,14 +58,14 @@ def memory_rows(selected, peers: list[str]) -> list[dict]:
     return rows
 
 
-def timing_rows(selected, limit: int, repeat: int) -> list[dict]:
+def timing_rows(selected, limit: int, repeat: int, settle: int) -> list[dict]:
     rows = []
     variants = {"default": None, "unbounded": 1 << 62, "limit": limit}
     for case in selected:
         ops = case.operands()
         plans = {k: gpu_tc.prepare(case.expr, *ops, options=Options(memory_limit=v))
                  for k, v in variants.items()}
-        for _ in range(16):  # the measured routes time their variants, then settle
+        for _ in range(settle):  # the measured routes time their variants, then settle
             for plan in plans.values():
                 plan.execute(*ops)
         times: dict[str, list[float]] = {k: [] for k in plans}
@@ -94,6 +95,8 @@ def main() -> None:
     parser.add_argument("--peers", default="numpy")
     parser.add_argument("--limit", type=int, default=16 * MIB)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--settle", type=int, default=16,
+                        help="untimed rounds before timing (measured routes settle)")
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args()
     selected = cases("tccg", args.dtype)
@@ -104,7 +107,7 @@ def main() -> None:
     if args.memory:
         doc["memory"] = memory_rows(selected, [p for p in args.peers.split(",") if p])
     if args.timing:
-        doc["timing"] = timing_rows(selected, args.limit, args.repeat)
+        doc["timing"] = timing_rows(selected, args.limit, args.repeat, args.settle)
     if args.output:
         args.output.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
 

@@ -19,7 +19,7 @@ from gpu_tc.problem import ContractionProblem, contiguous_spec
 
 from .permute import copy_permuted, write_scaled
 from .pool import HOST_POOL, MIN_BYTES
-from .tiling import Tiling, choose, copy_bytes, hoisted, tile_problem
+from .tiling import Tiling, accumulates, choose, copy_bytes, hoisted, tile_problem
 
 
 class CpuContractionPlan(PlanDefaults):
@@ -110,12 +110,14 @@ class CpuContractionPlan(PlanDefaults):
 
 class TiledRun:
     """A contraction run tile by tile (see cpu_fallback.tiling): per tile size, a
-    CpuContractionPlan of the tile; the operand of an outer chunk is packed once."""
+    CpuContractionPlan of the tile; the operand of an outer chunk is packed once; the
+    chunks of a contracted label after the first add into their D tile."""
 
     def __init__(self, problem: ContractionProblem, policy: str, tiling: Tiling) -> None:
         self.tiling = tiling
         self._held = hoisted(problem, tiling.inner)
         self._cuts = [c for c in (tiling.outer, tiling.inner) if c is not None]
+        self._accumulating = [accumulates(problem, c) for c in self._cuts]
         self._axes = [
             tuple(spec.labels.index(c.label) if c.label in spec.labels else None
                   for spec in (problem.a, problem.b, problem.d))
@@ -143,18 +145,21 @@ class TiledRun:
                 plan = self._plan(tuple(hi - lo for lo, hi in bounds))
                 a_t, b_t, d_t = (self._slice(x, i, bounds) for i, x in enumerate((a, b, d)))
                 c_t = None if c is None else self._slice(c, 2, bounds)
+                tile_beta = beta
+                if any(acc and lo > 0 for acc, (lo, _) in zip(self._accumulating, bounds)):
+                    tile_beta, c_t = 1, d_t  # a later chunk of a contracted label: add to D
                 low = plan.lowering
                 if not isinstance(low, GemmLowering) or self._held is None:
-                    plan.execute((a_t, b_t), d_t, scalars, c_t)
+                    plan.execute((a_t, b_t), d_t, Scalars(alpha, tile_beta), c_t)
                     continue
                 spec = low.a if self._held == "a" else low.b
                 if held_mat is None or held_mat[0] != spec:
                     held_mat = None  # the last chunk's copy goes before the next is made
                     held_mat = (spec, plan.pack(a_t if self._held == "a" else b_t, self._held))
                 if self._held == "a":
-                    plan.multiply(held_mat[1], plan.pack(b_t, "b"), d_t, alpha, beta, c_t)
+                    plan.multiply(held_mat[1], plan.pack(b_t, "b"), d_t, alpha, tile_beta, c_t)
                 else:
-                    plan.multiply(plan.pack(a_t, "a"), held_mat[1], d_t, alpha, beta, c_t)
+                    plan.multiply(plan.pack(a_t, "a"), held_mat[1], d_t, alpha, tile_beta, c_t)
 
     def _slice(self, x: Any, which: int, bounds: list[tuple[int, int]]) -> Any:
         index: list[Any] = [slice(None)] * x.ndim

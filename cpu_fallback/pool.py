@@ -6,7 +6,9 @@ pool keeps the large buffers it hands out; a buffer is idle again once nothing b
 pool refers to it (every NumPy view of it holds a reference to it), and the next request
 of its size class gets it back. Idle memory is bounded by ``limit`` bytes; the limit
 comes from the environment variable ``GPU_TC_HOST_POOL_BYTES`` (0 turns the pool off)
-and defaults to an eighth of physical memory, at most 2 GiB.
+and defaults to an eighth of physical memory, at most 2 GiB. The pool never holds more
+than the most bytes its arrays have used at once: when a new buffer is made, idle ones
+of other sizes go first, so keeping them never raises the process's peak memory.
 
 Arrays from the pool are views: ``result.base`` is the pooled buffer, and
 ``result.flags.owndata`` is False.
@@ -99,6 +101,7 @@ class HostPool:
         self._lock = threading.Lock()
         self._hits = 0
         self._misses = 0
+        self._peak_in_use = 0
 
     @property
     def limit(self) -> int:
@@ -121,13 +124,11 @@ class HostPool:
         with self._lock:
             buffer = self._take(size)
             if buffer is None:
-                if len(self._buffers) >= MAX_BUFFERS:
-                    self._trim(need_slot=True)
+                self._make_room(size)
                 buffer = np.empty(size, np.uint8)
                 if len(self._buffers) < MAX_BUFFERS:
                     self._buffers.append(buffer)
                 self._misses += 1
-                self._trim()
             else:
                 self._hits += 1
             # The view refers to the buffer before the lock is released: not idle.
@@ -147,6 +148,7 @@ class HostPool:
         with self._lock:
             idle = set(_idle(self._buffers))
             self._buffers = [b for i, b in enumerate(self._buffers) if i not in idle]
+            self._peak_in_use = sum(b.nbytes for b in self._buffers)
 
     def _take(self, size: int) -> np.ndarray | None:
         """An idle buffer of ``size`` bytes, moved to the newest end; or None."""
@@ -156,11 +158,23 @@ class HostPool:
                 return self._buffers[-1]
         return None
 
-    def _trim(self, need_slot: bool = False) -> None:
-        """Drop the oldest idle buffers until the idle bytes fit the limit and, with
-        ``need_slot``, until the pool can track one more buffer."""
+    def _make_room(self, size: int) -> None:
+        """Before a new buffer of ``size`` bytes: drop the oldest idle buffers until the
+        pool, the new buffer included, holds no more than the most bytes ever in use at
+        once (and can track one more buffer)."""
         idle = _idle(self._buffers)
-        excess = sum(self._buffers[i].nbytes for i in idle) - self._limit
+        idle_bytes = sum(self._buffers[i].nbytes for i in idle)
+        in_use = sum(b.nbytes for b in self._buffers) - idle_bytes + size
+        self._peak_in_use = max(self._peak_in_use, in_use)
+        allowed = min(self._limit, self._peak_in_use - in_use)
+        self._trim(allowed, need_slot=len(self._buffers) >= MAX_BUFFERS)
+
+    def _trim(self, allowed: int | None = None, need_slot: bool = False) -> None:
+        """Drop the oldest idle buffers until the idle bytes fit ``allowed`` (default:
+        the limit) and, with ``need_slot``, until the pool can track one more buffer."""
+        idle = _idle(self._buffers)
+        allowed = self._limit if allowed is None else allowed
+        excess = sum(self._buffers[i].nbytes for i in idle) - allowed
         slots = len(self._buffers) - MAX_BUFFERS + 1 if need_slot else 0
         drop = set()
         for index in idle:

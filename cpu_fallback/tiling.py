@@ -2,12 +2,16 @@
 
 A GEMM lowering may copy whole operands: A or B packed, D staged in a temporary (packed
 D, or any D while ``beta != 0``). When those copies exceed the budget, the contraction
-runs tile by tile: D is cut along one label of A's side (a free label of A, or a batch
-label) and one of B's side (a free label of B), each tile a smaller contraction of the
-same kind whose copies are a chunk of A, a chunk of B and a tile of D. The tiles of one
-outer chunk share its packed operand; the inner operand is packed again for every outer
-chunk. Among the cuts that fit, :func:`choose` takes the one that copies the fewest
-bytes in all (repacking included) and runs the fewest tiles.
+runs tile by tile, cut along two labels of different roles: a label of A's side (a free
+label of A, or a batch label), one of B's side (a free label of B) or a contracted one.
+Each tile is a smaller contraction of the same kind whose copies are a chunk of A, a
+chunk of B and a tile of D; the chunks of a contracted label add into their D tile
+(``beta = 1`` after the first). The tiles of one outer chunk share its packed operand;
+the inner operand is packed again for every outer chunk.
+
+Among the cuts that fit, :func:`choose` takes the cheapest by a cost model in bytes
+copied: every copy (repacking included) weighted by how short its contiguous runs are,
+plus the GEMM time a thin tile loses, plus a fixed cost per tile.
 """
 
 from __future__ import annotations
@@ -22,6 +26,15 @@ from gpu_tc.problem import ContractionProblem, TensorSpec
 
 # Each tile costs a few GEMM calls' overhead: counted as this many bytes copied.
 TILE_COST_BYTES = 256 << 10
+# A GEMM flop costs about 1/FLOPS_PER_BYTE of a copied byte (BLAS at ~100-200 GFLOP/s
+# against permuting copies at ~4-8 GB/s, measured on 2-core x86 hosts), and a GEMM whose
+# smallest dimension is n runs about (1 + THIN_GEMM / n) times slower than a square one.
+FLOPS_PER_BYTE = 32
+THIN_GEMM = 32
+# A copy whose contiguous runs are r bytes long costs (1 + SHORT_RUN_BYTES / r) per byte.
+SHORT_RUN_BYTES = 64
+# Per role, the labels tried as cuts: those with the largest strides in that operand.
+LABELS_PER_ROLE = 2
 # Without a memory limit, copies may take this fraction of the bytes of A, B and D
 # together, and at least DEFAULT_MIN_BYTES (below it, copies are cheap in any case).
 DEFAULT_FRACTION = 0.2
@@ -63,12 +76,14 @@ class Tiling:
         inner: The cut of the inner loop.
         peak_bytes: The copies alive during one tile (the largest tile).
         copied_bytes: Bytes copied by packing and staging over all tiles.
+        cost: The modelled cost of the whole run, in bytes copied (see choose).
     """
 
     outer: Cut | None
     inner: Cut | None
     peak_bytes: int
     copied_bytes: int
+    cost: float = 0.0
 
     @property
     def tiles(self) -> int:
@@ -118,10 +133,21 @@ def hoisted(problem: ContractionProblem, inner: Cut | None) -> str | None:
     return "b" if in_a else "a"
 
 
-def _outermost(d: TensorSpec, labels: str) -> str | None:
-    """The label of ``labels`` (extent > 1) with the largest stride in D."""
-    moving = [x for x in labels if d.extent(x) > 1]
-    return max(moving, key=lambda x: abs(d.stride(x))) if moving else None
+def _widest(spec: TensorSpec, labels: str) -> list[str]:
+    """Up to LABELS_PER_ROLE labels of ``labels`` (extent > 1), largest stride in
+    ``spec`` first: cutting them leaves the longest contiguous runs."""
+    moving = sorted((x for x in labels if spec.extent(x) > 1), key=lambda x: -abs(spec.stride(x)))
+    return moving[:LABELS_PER_ROLE]
+
+
+def accumulates(problem: ContractionProblem, cut: Cut | None) -> bool:
+    """Whether ``cut`` is of a contracted label (its chunks add into one D tile)."""
+    return cut is not None and cut.label not in problem.d.labels
+
+
+def _cut(problem: ContractionProblem, label: str, chunk: int) -> Cut:
+    spec = problem.a if label in problem.a.labels else problem.b
+    return Cut(label, spec.extent(label), chunk)
 
 
 def _halvings(extent: int) -> list[int]:
@@ -132,45 +158,95 @@ def _halvings(extent: int) -> list[int]:
     return sizes
 
 
+def contiguous_run(spec: TensorSpec, chunks: dict[str, int]) -> int:
+    """Bytes of the longest contiguous run in a chunk of ``spec`` (labels in ``chunks``
+    cut to those extents): the innermost axes multiply while they stay contiguous."""
+    run = np.dtype(spec.dtype).itemsize
+    for label in sorted(spec.labels, key=lambda x: abs(spec.stride(x))):
+        extent = spec.extent(label)
+        if extent == 1:
+            continue
+        if abs(spec.stride(label)) * np.dtype(spec.dtype).itemsize != run:
+            break
+        if label in chunks:
+            return run * chunks[label]
+        run *= extent
+    return run
+
+
+def _weight(spec: TensorSpec, chunks: dict[str, int]) -> float:
+    """The cost per byte of copying a chunk of ``spec``."""
+    return 1 + SHORT_RUN_BYTES / contiguous_run(spec, chunks)
+
+
 def _measure(
     problem: ContractionProblem, policy: str, staged: bool, outer: Cut | None, inner: Cut | None
 ) -> Tiling:
-    """Peak and total copies of one tiling (lowering its full-size tile)."""
-    extents = {c.label: c.chunk for c in (outer, inner) if c is not None}
-    tile = tile_problem(problem, extents)
-    a, b, d = copy_bytes(lower(tile, policy), tile, staged)
+    """Peak, total copies and cost of one tiling (lowering its full-size tile)."""
+    chunks = {c.label: c.chunk for c in (outer, inner) if c is not None}
+    tile = tile_problem(problem, chunks)
+    low = lower(tile, policy)
+    a, b, d = copy_bytes(low, tile, staged or accumulates(problem, outer)
+                         or accumulates(problem, inner))
+    wa, wb, wd = (a * _weight(problem.a, chunks), b * _weight(problem.b, chunks),
+                  d * _weight(problem.d, chunks))
     n_outer = outer.count if outer else 1
     n_inner = inner.count if inner else 1
     held = hoisted(problem, inner)
     if held is None:
         total = n_outer * n_inner * (a + b + d)
+        cost = n_outer * n_inner * (wa + wb + wd)
     else:
         once, each = (a, b) if held == "a" else (b, a)
+        w_once, w_each = (wa, wb) if held == "a" else (wb, wa)
         total = n_outer * (once + n_inner * (each + d))
-    return Tiling(outer, inner, a + b + d, total)
+        cost = n_outer * (w_once + n_inner * (w_each + wd))
+    tiles = n_outer * n_inner
+    cost += TILE_COST_BYTES * tiles + _thin_gemm_cost(low, problem)
+    return Tiling(outer, inner, a + b + d, total, cost)
+
+
+def _thin_gemm_cost(low: Lowering, problem: ContractionProblem) -> float:
+    """The GEMM time (in bytes copied) lost to a tile's smallest matrix dimension."""
+    if not isinstance(low, GemmLowering):
+        return 0.0
+    smallest = min(low.a.shape[-2], low.a.shape[-1], low.b.shape[-1])
+    if smallest == 0:
+        return 0.0
+    flops = 2 * math.prod(problem.a.extents) * math.prod(
+        problem.b.extent(x) for x in problem.roles.free_b)
+    return flops / FLOPS_PER_BYTE * THIN_GEMM / smallest
 
 
 def choose(problem: ContractionProblem, policy: str, budget: int, staged: bool) -> Tiling:
-    """The tiling whose copies fit ``budget`` bytes at the least cost; the one with the
-    smallest peak when none fits (its ``peak_bytes`` then exceeds the budget)."""
+    """The cheapest tiling whose copies fit ``budget`` bytes; the one with the smallest
+    peak when none fits (its ``peak_bytes`` then exceeds the budget).
+
+    Per pair of labels and outer chunk size, inner chunks are tried from the largest
+    down to the first that fits (smaller ones only add tiles)."""
     untiled = _measure(problem, policy, staged, None, None)
     if untiled.peak_bytes <= budget:
         return untiled
-    roles, d = problem.roles, problem.d
-    row = _outermost(d, roles.batch + roles.free_a)
-    col = _outermost(d, roles.free_b)
+    roles = problem.roles
+    groups = [_widest(problem.a, roles.batch + roles.free_a), _widest(problem.b, roles.free_b),
+              _widest(problem.a, roles.contracted)]
+    pairs: list[tuple[str, str | None]] = [(x, None) for group in groups for x in group]
+    pairs += [(x, y) for i, gx in enumerate(groups) for j, gy in enumerate(groups) if i != j
+              for x in gx for y in gy]
     options: list[Tiling] = []
-    pairs = [(row, col), (col, row)] if row and col else [(row or col, None)]
     for first, second in pairs:
-        if first is None:
-            continue
-        for first_chunk in _halvings(d.extent(first)):
-            outer = Cut(first, d.extent(first), first_chunk)
-            seconds = _halvings(d.extent(second)) if second else [0]
-            for second_chunk in seconds:
-                inner = Cut(second, d.extent(second), second_chunk) if second else None
-                options.append(_measure(problem, policy, staged, outer, inner))
+        for first_chunk in _halvings(_cut(problem, first, 1).extent)[1:]:
+            outer = _cut(problem, first, first_chunk)
+            if second is None:
+                options.append(_measure(problem, policy, staged, outer, None))
+                continue
+            for second_chunk in _halvings(_cut(problem, second, 1).extent):
+                inner = _cut(problem, second, second_chunk)
+                tiling = _measure(problem, policy, staged, outer, inner)
+                options.append(tiling)
+                if tiling.peak_bytes <= budget:
+                    break
     fitting = [t for t in options if t.peak_bytes <= budget]
     if not fitting:
         return min(options + [untiled], key=lambda t: (t.peak_bytes, t.tiles))
-    return min(fitting, key=lambda t: (t.copied_bytes + TILE_COST_BYTES * t.tiles, t.tiles))
+    return min(fitting, key=lambda t: (t.cost, t.tiles))

@@ -77,6 +77,20 @@ def test_limit_bounds_the_idle_bytes_and_zero_turns_the_pool_off():
     assert fresh.flags.owndata  # off: plain numpy.empty
 
 
+def test_idle_buffers_of_other_sizes_never_raise_the_peak():
+    pool = HostPool(limit=1 << 30)
+    pair = [pool.empty(BIG, "float64") for _ in range(2)]  # 16 MiB in use at most
+    del pair
+    twelve = pool.empty((1536, 1024), "float64")  # 12 MiB: 12 + 16 idle would exceed 16
+    stats = pool.stats()
+    assert stats.in_use_bytes == 12 << 20 and stats.idle_bytes <= 4 << 20
+    del twelve
+    again = [pool.empty((1536, 1024), "float64"), pool.empty((512, 1024), "float64")]
+    assert pool.stats().hits == 1  # the 12 MiB buffer came back
+    assert pool.stats().in_use_bytes + pool.stats().idle_bytes <= 16 << 20
+    del again
+
+
 def test_a_request_above_the_limit_is_not_pooled():
     pool = HostPool(limit=4 << 20)
     x = pool.empty(BIG, "float64")

@@ -7,14 +7,25 @@ against what tracemalloc sees NumPy allocate (NumPy reports its buffers to it).
 from __future__ import annotations
 
 import tracemalloc
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from helpers import BACKENDS, assert_close, random_array, reference_einsum, to_backend, to_numpy
 
 import gpu_tc
-from cpu_fallback.tiling import Cut, choose, copy_bytes, default_budget, tile_problem
+from cpu_fallback.contraction import TiledRun
+from cpu_fallback.tiling import (
+    Cut,
+    Tiling,
+    choose,
+    contiguous_run,
+    copy_bytes,
+    default_budget,
+    tile_problem,
+)
 from gpu_tc import Options
+from gpu_tc.backend import Scalars
 from gpu_tc.errors import GpuTcError, MemoryLimitError, OptionsError
 from gpu_tc.gemm import lower
 from gpu_tc.problem import ContractionProblem, contiguous_spec
@@ -81,6 +92,36 @@ def test_contract_with_beta_accumulates_correctly_in_tiles(limit):
     gpu_tc.contract(PACKED, a, b, alpha=2.0, beta=-0.5, c=out, out=out,
                     options=Options(memory_limit=limit))
     assert_close(out, expected, "d", np.abs(2 * exact) + np.abs(c))
+
+
+# A contraction over a large contracted extent and a small result (TCCG case 13's form).
+LONG_K = "dca,cbd->ba"
+LONG_K_EXTENTS = {"a": 9, "b": 7, "c": 23, "d": 19}
+
+
+@pytest.mark.parametrize("cuts", [
+    (("d", 5), None), (("d", 8), ("b", 3)), (("a", 4), ("c", 6)), (("c", 10), ("d", 7)),
+])
+@pytest.mark.parametrize("beta", [0.0, -0.5])
+def test_every_pairing_of_cuts_matches_the_reference(cuts, beta):
+    """Forced tilings, contracted labels ('c', 'd') added chunk by chunk into D."""
+    problem = _problem(LONG_K, LONG_K_EXTENTS)
+    outer, inner = (None if x is None else Cut(x[0], LONG_K_EXTENTS[x[0]], x[1]) for x in cuts)
+    run = TiledRun(problem, "heuristic", Tiling(outer, inner, 0, 0))
+    a, b = _operands(LONG_K, LONG_K_EXTENTS)
+    c = _operands("ba->ba", LONG_K_EXTENTS, seed=2)[0]
+    exact, _ = reference_einsum(LONG_K, a, b)
+    d = np.full_like(c, np.nan)
+    run.execute(a, b, d, Scalars(2.0, beta), c)
+    assert_close(d, 2.0 * exact + beta * c, "d", np.abs(2 * exact) + np.abs(c))
+
+
+def test_a_long_contracted_extent_is_cut_along_it():
+    problem = _problem(LONG_K, {"a": 312, "b": 296, "c": 296, "d": 312})
+    tiling = choose(problem, "heuristic", default_budget(problem), staged=False)
+    assert tiling.tiles > 1 and tiling.outer is not None and tiling.outer.label in "cd"
+    whole = sum(copy_bytes(lower(problem), problem, staged=False))
+    assert tiling.copied_bytes < 1.1 * whole  # each chunk of A and B copied once
 
 
 @pytest.mark.parametrize("dtype", ["float32", "complex128"])
@@ -161,6 +202,29 @@ def test_choose_fits_the_budget_and_copies_least():
         assert tiling.peak_bytes <= budget <= whole
         assert tiling.copied_bytes >= tiling.peak_bytes
     assert choose(problem, "heuristic", whole, staged=False).tiles == 1
+
+
+def test_contiguous_run_stops_at_the_first_cut_axis():
+    spec = contiguous_spec("ecfd", [72, 72, 72, 72], "d")
+    assert contiguous_run(spec, {}) == 8 * 72**4
+    assert contiguous_run(spec, {"d": 3}) == 8 * 3
+    assert contiguous_run(spec, {"c": 18}) == 8 * 18 * 72**2
+    transposed = replace(spec, strides=(1, 72, 72**2, 72**3))  # e innermost
+    assert contiguous_run(transposed, {"d": 3}) == 8 * 72**3 * 3
+
+
+def test_choose_keeps_tiles_square_and_runs_long():
+    """TCCG case 20 at full size under its default budget: no tile dimension below 1024
+    and no chunk of an operand's innermost axis shorter than 128 bytes (a cut of 'd' in
+    chunks of 3 ran 30% slower than unbounded on the reference host)."""
+    problem = _problem(PACKED, dict.fromkeys("abcdef", 72))
+    tiling = choose(problem, "heuristic", default_budget(problem), staged=False)
+    assert 1 < tiling.tiles and tiling.peak_bytes <= default_budget(problem)
+    chunks = {c.label: c.chunk for c in (tiling.outer, tiling.inner) if c is not None}
+    low = lower(tile_problem(problem, chunks))
+    assert min(low.a.shape[-2:] + low.b.shape[-1:]) >= 1024
+    for spec in (problem.a, problem.b, problem.d):
+        assert contiguous_run(spec, chunks) >= 128
 
 
 def test_choose_reports_the_smallest_need_when_nothing_fits():
