@@ -4,7 +4,8 @@ Two parts, both side by side in one run:
 
 * ``--memory``: per case, gpu_tc (default budget) and each peer in a fresh process
   (gpu_tc.bench.memory: resident peak above the inputs, less the result), against the
-  bytes of the inputs and the result.
+  bytes of the inputs and the result; and gpu_tc once more in a probe that called it
+  once before its baseline (``gpu_tc_warm``: without the one-time costs of a process).
 * ``--timing``: per case, gpu_tc with the default budget, unbounded
   (``Options(memory_limit=2**62)``: the same build without tiles) and under
   ``--limit`` bytes (default 16 MiB), interleaved, median of ``--repeat`` warm calls
@@ -53,6 +54,9 @@ def memory_rows(selected, peers: list[str]) -> list[dict]:
             row[name] = found.peak_extra_bytes
             if found.reason:
                 row[name + "_reason"] = found.reason
+        # The same after one call in the probe: without gpu_tc's one-time costs (numba's
+        # import and kernels), with its host pool emptied.
+        row["gpu_tc_warm"] = memory.measure(case, "gpu_tc", "cpu", warm=True).peak_extra_bytes
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows

@@ -36,6 +36,7 @@ from .errors import (
     PathNameError,
     PlanStateError,
     ShapeError,
+    TransferError,
     WorkspaceError,
 )
 from .numpy_compat import tensordot, transpose
@@ -67,6 +68,7 @@ __all__ = [
     "PlanStateError",
     "ReduceOp",
     "ShapeError",
+    "TransferError",
     "UnaryOp",
     "WorkspaceError",
     "contract",

@@ -14,7 +14,7 @@ from typing import Any
 
 from .backend import UNSCALED, backend_of_type
 from .cache import PLAN_CACHE
-from .call import Call, bind, check_operators, check_out, checked_scalars, split_args
+from .call import Call, any_dask, bind, check_operators, check_out, checked_scalars, split_args
 from .compose import EinsumPlan
 from .dtypes import checked_casting
 from .errors import ExpressionError, OperandError, OptionsError, OptionsTypeError
@@ -79,10 +79,27 @@ def einsum(
             if plan is not None:
                 return run(plan, backend, args[1:], None, UNSCALED, None)
     subscripts, operands = split_args(args)
+    if any_dask(operands):
+        return _dask_einsum(subscripts, operands, out, dtype=dtype, order=order,
+                            casting=casting, optimize=optimize, options=options)
     call = bind(operands, out, f"einsum({subscripts!r})")
     plan = _keyword_plan(call, subscripts, options, dtype, order, casting, optimize,
                          warm=plain and out is None and options is None)
     return run(plan, call.backend, call.operands, out, UNSCALED, None)
+
+
+def _dask_einsum(subscripts: str, operands: list[Any], out: Any, **keywords: Any) -> Any:
+    """einsum on dask operands: a lazy dask array (gpu_tc.distributed.arrays); the
+    keywords left at einsum's defaults are not passed to the block tasks."""
+    from .distributed.arrays import lazy_einsum
+
+    defaults = {"dtype": None, "order": "K", "casting": "safe", "optimize": False,
+                "options": None}
+    chosen = {k: v for k, v in keywords.items() if v is not defaults[k] and v != defaults[k]}
+    options = chosen.get("options")
+    accumulate = options is not None and options.chunk_sums == "accumulate"
+    return lazy_einsum(einsum, subscripts, operands, out=out, accumulate=accumulate,
+                       accumulate_with=contract, **chosen)
 
 
 def contract(
@@ -115,6 +132,12 @@ def contract(
         raise ExpressionError(f"contract takes exactly two terms, got {subscripts!r}")
     if beta != 0 and c is None:
         raise OperandError(f"beta={beta!r} needs c in contract({subscripts!r})")
+    if any_dask([a, b, c]):
+        result = _dask_einsum(subscripts, [a, b], out, options=options)
+        scalars = checked_scalars(f"contract({subscripts!r})", result.dtype.char,
+                                  alpha=alpha, beta=beta)
+        result = result if scalars.alpha == 1 else result * scalars.alpha
+        return result if scalars.beta == 0 else result + scalars.beta * c
     context = f"contract({subscripts!r})"
     call = bind([a, b], out, context, c if beta != 0 else None)
     plan = einsum_plan(call, subscripts, options)

@@ -8,6 +8,7 @@ on every array type.
 from __future__ import annotations
 
 import enum
+import sys
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,17 @@ def _decoded(subscripts: bytes) -> str:
         return subscripts.decode("ascii")
     except UnicodeDecodeError:
         raise ExpressionError(f"subscripts {subscripts!r} are not ASCII") from None
+
+
+def is_dask_array(x: Any) -> bool:
+    """Whether ``x`` is a dask array (dask is not imported: none exists before it is)."""
+    module = sys.modules.get("dask.array")
+    return module is not None and isinstance(x, module.Array)
+
+
+def any_dask(values: Sequence[Any]) -> bool:
+    """Whether any of ``values`` is a dask array (gpu_tc.distributed.arrays runs those)."""
+    return "dask.array" in sys.modules and any(is_dask_array(x) for x in values)
 
 
 def type_name(x: Any) -> str:

@@ -39,6 +39,10 @@ class OperandError(GpuTcError, TypeError):
     """Operands of different array types, devices or unknown kinds were mixed."""
 
 
+class TransferError(GpuTcError, ValueError):
+    """An operand cannot be sent to the workers of a distributed contraction."""
+
+
 class OutputError(GpuTcError, ValueError):
     """The ``out`` argument has the wrong shape, dtype, type or is not writable."""
 

@@ -64,6 +64,12 @@ class Expression:
         """
         return _canonical_text(self.terms, self.output)
 
+    def lettered(self) -> Expression:
+        """The same expression relabelled by first appearance (letters for up to 52
+        labels; "..."'s labels too), as gpu_tc's subscripts accept it."""
+        inputs, output = self.canonical().split("->")
+        return Expression(self.text, tuple(inputs.split(",")), output)
+
 
 def symbol(index: int) -> str:
     """The index-th canonical label: a-z, A-Z, then characters past the ASCII range."""

@@ -23,14 +23,16 @@ from typing import Any
 import numpy as np
 
 from .api import einsum
-from .call import bind
+from .call import any_dask, bind
 from .errors import AxisError, ShapeError
 
 _LABELS = string.ascii_letters
 
 
 def _shapes(operands: Sequence[Any], context: str) -> tuple[list[Any], list[tuple[int, ...]]]:
-    """The operands as one backend's arrays, and their shapes."""
+    """The operands as one backend's arrays (dask arrays as they are), and their shapes."""
+    if any_dask(operands):
+        return list(operands), [tuple(x.shape) for x in operands]
     call = bind(operands, None, context)
     return call.operands, [call.backend.layout(x).shape for x in call.operands]
 
@@ -135,7 +137,7 @@ def tensordot(a: Any, b: Any, axes: int | Sequence[Any] = 2) -> Any:
     subscripts = f"{''.join(labels_a)},{''.join(labels_b)}->{''.join(free_a + free_b)}"
     result = einsum(subscripts, a, b)
     # numpy.tensordot gives a 0-d array where einsum gives a scalar
-    return result if free_a or free_b else _arrays([result])[0]
+    return result if free_a or free_b or any_dask([result]) else _arrays([result])[0]
 
 
 def transpose(a: Any, axes: Sequence[int] | None = None) -> Any:

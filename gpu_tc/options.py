@@ -59,6 +59,9 @@ class ReduceOp(enum.IntEnum):
     MIN = 7
 
 
+CHUNK_SUMS = ("tree", "accumulate")
+
+
 @dataclass(frozen=True)
 class Options:
     """Settings that change how a plan is built; part of every plan key.
@@ -71,11 +74,15 @@ class Options:
             operands, staged results, intermediates of a chain, casts and (on the GPU)
             workspace; the result and ``out`` do not count. None: a default budget
             that keeps the speed of unbounded copies (see ``plan.temporary_bytes``).
+        chunk_sums: On dask arrays chunked along a summed label: "tree" (dask's way:
+            a partial product per chunk, summed in a tree) or "accumulate" (one task
+            per output block adds its partial products into one buffer).
     """
 
     workspace_limit: int | None = None
     allow_cublas: bool = True
     memory_limit: int | None = None
+    chunk_sums: str = "tree"
 
     def __post_init__(self) -> None:
         for name in ("workspace_limit", "memory_limit"):
@@ -86,6 +93,9 @@ class Options:
                 raise OptionsError(f"{name} must be a non-negative int or None, got {value!r}")
         if not isinstance(self.allow_cublas, bool):
             raise OptionsError(f"allow_cublas must be a bool, got {self.allow_cublas!r}")
+        if self.chunk_sums not in CHUNK_SUMS:
+            raise OptionsError(
+                f"chunk_sums must be one of {CHUNK_SUMS}, got {self.chunk_sums!r}")
 
 
 DEFAULT_OPTIONS = Options()

@@ -63,6 +63,18 @@ def test_probe_measures_the_copy_numpy_makes_of_a_transposed_operand():
                                                                                  abs=MIB)
 
 
+@needs_linux
+def test_a_warm_probe_leaves_out_the_first_call_and_its_result():
+    # gpu_tc runs "acb,cd->abd" as batched GEMMs on views: no copy, so a warm call adds
+    # (almost) nothing; the first call's result (0.5 MiB) is gone before the baseline.
+    case = _case("acb,cd->abd")
+    fresh = memory.measure(case, "gpu_tc", "cpu")
+    warm = memory.measure(case, "gpu_tc", "cpu", warm=True)
+    assert fresh.reason is None and warm.reason is None
+    assert warm.result_bytes == RESULT_BYTES
+    assert warm.peak_extra_bytes <= min(fresh.peak_extra_bytes + MIB // 4, MIB)
+
+
 def test_probe_process_answers_one_line(monkeypatch, capsys):
     # The probe's own entry point, in this process: a missing peer is an answer, not a crash.
     case = json.dumps(dataclasses.asdict(_case("abc,cd->abd")))

@@ -97,10 +97,10 @@ def unavailable(backend: str, platform: str = sys.platform) -> str | None:
     return None
 
 
-def command(case: Case, name: str, backend: str) -> list[str]:
+def command(case: Case, name: str, backend: str, warm: bool = False) -> list[str]:
     """The probe's command line for implementation ``name`` on ``case``."""
     return [sys.executable, "-m", PROBE_MODULE, "--peer", name, "--backend", backend,
-            "--case", json.dumps(asdict(case))]
+            "--case", json.dumps(asdict(case)), *(["--warm"] if warm else [])]
 
 
 def _environment() -> dict[str, str]:
@@ -114,7 +114,8 @@ def _environment() -> dict[str, str]:
     return env
 
 
-def measure(case: Case, name: str, backend: str, timeout: float = PROBE_TIMEOUT) -> Footprint:
+def measure(case: Case, name: str, backend: str, timeout: float = PROBE_TIMEOUT,
+            warm: bool = False) -> Footprint:
     """Probe implementation ``name`` (gpu_tc or a peer of ``PEERS``) on ``case``.
 
     Never raises for a failing probe: a crash, a timeout or an unreadable answer comes
@@ -125,12 +126,14 @@ def measure(case: Case, name: str, backend: str, timeout: float = PROBE_TIMEOUT)
         name: "gpu_tc" or a peer's name.
         backend: "cpu" (measured) or "gpu" (not measured, with the reason).
         timeout: Seconds before the probe is stopped.
+        warm: Call once before the baseline (see memory_probe.probe): what the calls
+            of a process that already ran the case add, without its one-time costs.
     """
     why = unavailable(backend)
     if why is not None:
         return Footprint.missing(why)
     try:
-        done = subprocess.run(command(case, name, backend), capture_output=True, text=True,
+        done = subprocess.run(command(case, name, backend, warm), capture_output=True, text=True,
                               timeout=timeout, env=_environment(), check=False)
     except subprocess.TimeoutExpired:
         return Footprint.missing(f"probe timed out after {timeout:g} s")
