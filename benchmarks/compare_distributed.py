@@ -6,9 +6,10 @@ Two parts, each printing one JSON line per measurement (and ``--output`` the doc
   dimension ``--bond``) whose largest intermediate, on cotengra's best unsliced path, is
   ``--ratio`` (8) times ``memory_limit``, contracted by
   ``gpu_tc.distributed.contract`` in this process (``client=None``) and on a
-  ``LocalCluster`` of 1 and 2 worker processes (one thread each), against one in-memory
-  ``gpu_tc.einsum`` of the whole network and one in-memory call of one slice's held
-  plan; per-slice overhead = (time on 1 worker - slices x one slice) / slices.
+  ``LocalCluster`` of 1 and 2 worker processes (one thread each; dask sets their BLAS to
+  one thread), against one in-memory ``gpu_tc.einsum`` of the whole network and one
+  in-memory call of one slice's held plan; per-slice overhead = time on N workers x N /
+  slices - one slice on one BLAS thread.
 * ``--arrays``: ``gpu_tc.einsum`` on dask arrays (chunk sums "tree" and "accumulate")
   against ``dask.array.einsum`` on the same chunks, chunked along the contracted label:
   time on the 2-worker cluster, and peak resident memory of a fresh process computing
@@ -54,6 +55,7 @@ def sliced_rows(repeat: int, ratio: int, bond: int) -> list[dict]:
     import cotengra
     from cotengra.utils import lattice_equation
     from distributed import Client, LocalCluster
+    from threadpoolctl import threadpool_limits
 
     import gpu_tc
     from gpu_tc import distributed
@@ -82,7 +84,11 @@ def sliced_rows(repeat: int, ratio: int, bond: int) -> list[dict]:
     views = [x[tuple(0 if label in plan.sliced else slice(None) for label in term)]
              for x, term in zip(arrays, plan.job.terms)]
     one = slicing.held_plan(plan.job, views)
-    single = _row("one slice, held plan, in memory", _timed(lambda: one.execute(*views), repeat))
+    rows.append(_row("one slice, held plan, in memory", _timed(lambda: one.execute(*views),
+                                                                 repeat)))
+    with threadpool_limits(1):  # as in a worker: dask sets its BLAS to one thread
+        single = _row("one slice, held plan, in memory, 1 BLAS thread",
+                      _timed(lambda: one.execute(*views), repeat))
     rows.append(single)
     local = _row("distributed.contract, client=None", _timed(
         lambda: plan.execute(*arrays), repeat))

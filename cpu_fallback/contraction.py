@@ -162,12 +162,14 @@ class TiledRun:
                     plan.multiply(plan.pack(a_t, "a"), held_mat[1], d_t, alpha, tile_beta, c_t)
 
     def _slice(self, x: Any, which: int, bounds: list[tuple[int, int]]) -> Any:
+        """A view of operand ``which`` (0: A, 1: B, 2: D or C) for one tile; ``x`` itself
+        when no cut reaches it (a 0-d D indexed by ``()`` would be a copy)."""
         index: list[Any] = [slice(None)] * x.ndim
         for axes, (lo, hi) in zip(self._axes, bounds):
             axis = axes[which]
             if axis is not None:
                 index[axis] = slice(lo, hi)
-        return x[tuple(index)]
+        return x[tuple(index)] if x.ndim else x
 
 
 def _buffer(spec: MatrixOperand, dtype: Any) -> tuple[Any, Any]:

@@ -17,7 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpu_tc
-from gpu_tc import reference
+from cpu_fallback.contraction import TiledRun
+from cpu_fallback.tiling import Cut, Tiling
+from gpu_tc import MemoryLimitError, Options, reference
+from gpu_tc.backend import Scalars
+from gpu_tc.problem import ContractionProblem, contiguous_spec
 
 FUZZ = settings(
     max_examples=150,
@@ -222,3 +226,81 @@ def test_fuzz_permute_and_reduce(shape, data, view, dtype, seed):
 def test_fuzz_regressions(subscripts, shapes, rng):
     operands = [rng.standard_normal(s) for s in shapes]
     check_einsum(subscripts, *operands)
+
+
+@st.composite
+def tilings(draw: Any) -> tuple[str, dict[str, int], list[tuple[str, int]]]:
+    """A binary contraction (distinct labels per term; any output, scalar included) and
+    one or two cuts of its labels (free, batch or contracted) with chunk sizes."""
+    labels = "abcde"
+    extent = {x: draw(st.integers(1, 5)) for x in labels}
+    a = draw(st.lists(st.sampled_from(labels), min_size=1, max_size=4, unique=True))
+    b = draw(st.lists(st.sampled_from(labels), min_size=1, max_size=4, unique=True))
+    shared = [x for x in a if x in b]
+    free = [x for x in a + b if x not in shared]
+    kept = draw(st.lists(st.sampled_from(shared), unique=True)) if shared else []
+    output = draw(st.permutations(free + kept))
+    cuttable = [x for x in dict.fromkeys(a + b) if x in output or x in shared]
+    cut_labels = draw(st.lists(st.sampled_from(cuttable), min_size=1, max_size=2, unique=True))
+    cuts = [(x, draw(st.integers(1, extent[x]))) for x in cut_labels]
+    return f"{''.join(a)},{''.join(b)}->{''.join(output)}", extent, cuts
+
+
+@settings(FUZZ, max_examples=200)
+@given(case=tilings(), beta=st.sampled_from([0.0, 1.0, -0.5]), seed=st.integers(0, 99))
+def test_fuzz_every_tiling_matches_the_reference(case, beta, seed):
+    """The tiled run (cpu_fallback.contraction.TiledRun) of forced cuts, any roles."""
+    subscripts, extent, cuts = case
+    inputs, output = subscripts.split("->")
+    terms = inputs.split(",")
+    specs = [contiguous_spec(t, [extent[x] for x in t], "d") for t in (*terms, output)]
+    problem = ContractionProblem(*specs)
+    outer, inner = ([Cut(x, extent[x], n) for x, n in cuts] + [None])[:2]
+    run = TiledRun(problem, "heuristic", Tiling(outer, inner, 0, 0))
+    rng = np.random.default_rng(seed)
+    a, b = (rng.standard_normal([extent[x] for x in t]) for t in terms)
+    c = np.asarray(rng.standard_normal([extent[x] for x in output]))
+    exact, scale = reference_einsum(subscripts, a, b)
+    d = np.full_like(c, np.nan)
+    run.execute(a, b, d, Scalars(2.0, beta), c)
+    assert_close(d, 2.0 * exact + beta * c, "d", 2 * scale + abs(beta) * np.abs(c))
+
+
+@settings(FUZZ, max_examples=100)
+@given(problem=einsum_problems(), limit=st.sampled_from([0, 48, 200, 1000]))
+def test_fuzz_einsum_under_a_memory_limit(problem, limit):
+    """Tiny limits force tiles (cuts of free, batch and contracted labels); a limit no
+    route meets raises MemoryLimitError naming a larger need, under which it runs."""
+    operands = problem.operands()
+    expected = np.einsum(problem.subscripts, *operands)
+    _, scale = reference_einsum(problem.subscripts, *operands)
+    try:
+        got = gpu_tc.einsum(problem.subscripts, *operands, options=Options(memory_limit=limit))
+    except MemoryLimitError as err:
+        assert err.need > limit
+        got = gpu_tc.einsum(problem.subscripts, *operands,
+                            options=Options(memory_limit=err.need))
+    assert_close(got, expected, np.asarray(expected).dtype, scale)
+
+
+@settings(FUZZ, max_examples=60)
+@given(
+    problem=einsum_problems(max_operands=2).filter(lambda p: p.subscripts.count(",") == 1),
+    beta=st.sampled_from([0, 1, -0.5]),
+    limit=st.sampled_from([48, 200, 1000]),
+)
+def test_fuzz_contract_under_a_memory_limit(problem, beta, limit):
+    a, b = problem.operands()
+    exact, scale = reference_einsum(problem.subscripts, a, b)
+    dtype = np.result_type(a, b)
+    c = view_of(np.random.default_rng(problem.seed), exact.shape, "C", dtype.name)
+    out = c.copy()
+    try:
+        gpu_tc.contract(problem.subscripts, a, b, alpha=2.0, beta=beta, c=out, out=out,
+                        options=Options(memory_limit=limit))
+    except MemoryLimitError as err:
+        assert err.need > limit
+        np.testing.assert_array_equal(out, c)  # refused before any work
+        return
+    expected = reference.contract(problem.subscripts, a, b, 2.0, beta, c)
+    assert_close(out, expected, dtype, 2 * scale + abs(beta) * np.abs(c))

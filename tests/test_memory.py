@@ -116,6 +116,23 @@ def test_every_pairing_of_cuts_matches_the_reference(cuts, beta):
     assert_close(d, 2.0 * exact + beta * c, "d", np.abs(2 * exact) + np.abs(c))
 
 
+@pytest.mark.parametrize("beta", [0.0, 0.75])
+def test_a_scalar_result_adds_every_chunk_of_a_contracted_cut(beta):
+    """A full contraction cut along a contracted label: each chunk adds into the 0-d D
+    (a 0-d D indexed by () is a copy, and the sums were lost: found by the dask work)."""
+    extents = {"a": 6, "b": 5, "c": 7}
+    problem = _problem("abc,bac->", extents)
+    run = TiledRun(problem, "heuristic", Tiling(Cut("a", 6, 2), Cut("c", 7, 3), 0, 0))
+    a, b = _operands("abc,bac->", extents)
+    exact, scale = reference_einsum("abc,bac->", a, b)
+    d, c = np.array(np.nan), np.array(1.5)
+    run.execute(a, b, d if beta == 0 else c, Scalars(1.0, beta), c)
+    got = d if beta == 0 else c
+    assert_close(got, exact + beta * 1.5, "d", scale + abs(beta) * 1.5)
+    whole = gpu_tc.einsum("abc,bac->", a, b, options=Options(memory_limit=200))
+    assert_close(whole, exact, "d", scale)
+
+
 def test_a_long_contracted_extent_is_cut_along_it():
     problem = _problem(LONG_K, {"a": 312, "b": 296, "c": 296, "d": 312})
     tiling = choose(problem, "heuristic", default_budget(problem), staged=False)

@@ -27,12 +27,14 @@ class Done:
 class LocalClient:
     """Runs every task at once in this process (the stand-in for a dask Client)."""
 
-    def scatter(self, values: Sequence[Any], broadcast: bool = False) -> list[Any]:
-        """The values themselves: nothing to send."""
+    def scatter(self, values: Sequence[Any], broadcast: bool = False, hash: bool = True
+                ) -> list[Any]:
+        """The values themselves: nothing to send (dask's options are ignored)."""
         return list(values)
 
-    def submit(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Done:
-        """Run ``function`` now, with finished tasks among ``args`` replaced by values."""
+    def submit(self, function: Callable[..., Any], *args: Any, pure: bool = True) -> Done:
+        """Run ``function`` now, with finished tasks among ``args`` replaced by values
+        (dask's ``pure`` is ignored)."""
         values = [x.result() if isinstance(x, Done) else x for x in args]
         return Done(function(*values))
 
@@ -50,14 +52,15 @@ def tree_sum(client: Any, tasks: Sequence[tuple[Callable[..., Any], tuple[Any, .
     """
     stack: list[tuple[int, Any]] = []  # (level, future); levels strictly decrease
     for function, args in tasks:
-        item = (0, client.submit(function, *args))
+        # Fresh keys each time: a key of a finished run may still be being released.
+        item = (0, client.submit(function, *args, pure=False))
         while stack and stack[-1][0] == item[0]:
             level, other = stack.pop()
-            item = (level + 1, client.submit(add, other, item[1]))
+            item = (level + 1, client.submit(add, other, item[1], pure=False))
         stack.append(item)
     if not stack:
         raise ValueError("tree_sum needs at least one task")
     total = stack.pop()[1]
     while stack:
-        total = client.submit(add, stack.pop()[1], total)
+        total = client.submit(add, stack.pop()[1], total, pure=False)
     return total

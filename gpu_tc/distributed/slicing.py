@@ -107,7 +107,7 @@ class SlicedPlan:
         runner = LocalClient() if client is None else client
         if client is not None:
             _check_sendable(reduced, context)
-        remote = runner.scatter(reduced, broadcast=True)
+        remote = runner.scatter(reduced, broadcast=True, hash=False)
         tasks = [(run_slice, (self.job, index, *remote)) for index in range(self.slices)]
         return tree_sum(runner, tasks).result()
 
