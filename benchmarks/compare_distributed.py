@@ -141,6 +141,8 @@ def _lazy(mode: str, eq: str, ops: list):
 
     if mode == "dask.array.einsum":
         return da.einsum(eq, *ops)
+    if mode == "dask.array.einsum(optimize=True)":  # its blocks through BLAS
+        return da.einsum(eq, *ops, optimize=True)
     return gpu_tc.einsum(eq, *ops, options=Options(chunk_sums=mode))
 
 
@@ -156,7 +158,8 @@ def array_rows(repeat: int) -> list[dict]:
             ops = [da.from_array(rng.standard_normal(s), chunks=c).persist()
                    for s, c in zip(shapes, chunks)]
             expected = np.einsum(eq, *[x.compute() for x in ops], optimize=True)
-            for mode in ("dask.array.einsum", "tree", "accumulate"):
+            for mode in ("dask.array.einsum", "dask.array.einsum(optimize=True)", "tree",
+                         "accumulate"):
                 lazy = _lazy(mode, eq, ops)
                 error = float(np.abs(lazy.compute() - expected).max() / np.abs(expected).max())
                 times = _timed(lambda lazy=lazy: lazy.compute(), repeat)
