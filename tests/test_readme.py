@@ -41,3 +41,25 @@ def test_readme_memory_example_holds():
     plan = namespace["plan"]
     expected = np.einsum("abcd,dbea->ec", namespace["A"], namespace["B"])
     assert np.allclose(plan.execute(namespace["A"], namespace["B"]), expected)
+
+
+def test_readme_scale_out_examples_hold():
+    import numpy as np
+    import pytest
+
+    pytest.importorskip("dask.array", reason="the distributed extra is not installed")
+    text = README.read_text()
+    section = text.split("### Scale-out on dask")[1]
+    arrays, sliced = re.findall(r"```python\n(.*?)```", section, re.S)[:2]
+    namespace: dict = {"client": None}  # client=None: the same code path, in this process
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(re.search(r"## API\n\n```python\n(.*?)```", text, re.S).group(1),
+                     "README.md", "exec"), namespace)
+    exec(compile(arrays, "README.md", "exec"), namespace)
+    x, y = namespace["X"].compute(), namespace["Y"].compute()
+    np.testing.assert_allclose(namespace["Z"].compute(scheduler="sync"), x @ y, rtol=1e-10)
+    exec(compile(sliced, "README.md", "exec"), namespace)
+    ring, p = namespace["ring"], namespace["p"]
+    expected = np.trace(ring[0] @ ring[1] @ ring[2] @ ring[3])
+    assert p.sliced and p.largest_bytes <= 512
+    np.testing.assert_allclose(namespace["total"], expected, rtol=1e-10)
