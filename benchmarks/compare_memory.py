@@ -5,7 +5,7 @@ Two parts, both side by side in one run:
 * ``--memory``: per case, gpu_tc (default budget) and each peer in a fresh process
   (gpu_tc.bench.memory: resident peak above the inputs, less the result), against the
   bytes of the inputs and the result; and gpu_tc once more in a probe that called it
-  once before its baseline (``gpu_tc_warm``: without the one-time costs of a process).
+  four times before its baseline (``gpu_tc_warm``: without a process's one-time costs).
 * ``--timing``: per case, gpu_tc with the default budget, unbounded
   (``Options(memory_limit=2**62)``: the same build without tiles) and under
   ``--limit`` bytes (default 16 MiB), interleaved, median of ``--repeat`` warm calls
@@ -54,8 +54,8 @@ def memory_rows(selected, peers: list[str]) -> list[dict]:
             row[name] = found.peak_extra_bytes
             if found.reason:
                 row[name + "_reason"] = found.reason
-        # The same after one call in the probe: without gpu_tc's one-time costs (numba's
-        # import and kernels), with its host pool emptied.
+        # The same after four calls in the probe (each measured variant runs once):
+        # without gpu_tc's one-time costs (numba's import and kernels), its pool emptied.
         row["gpu_tc_warm"] = memory.measure(case, "gpu_tc", "cpu", warm=True).peak_extra_bytes
         rows.append(row)
         print(json.dumps(row), flush=True)

@@ -126,8 +126,8 @@ def measure(case: Case, name: str, backend: str, timeout: float = PROBE_TIMEOUT,
         name: "gpu_tc" or a peer's name.
         backend: "cpu" (measured) or "gpu" (not measured, with the reason).
         timeout: Seconds before the probe is stopped.
-        warm: Call once before the baseline (see memory_probe.probe): what the calls
-            of a process that already ran the case add, without its one-time costs.
+        warm: Call a few times before the baseline (see memory_probe.probe): what the
+            calls of a process that already ran the case add, without its one-time costs.
     """
     why = unavailable(backend)
     if why is not None:
