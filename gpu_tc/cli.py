@@ -1,10 +1,13 @@
-"""The ``gpu-tc`` command: info, selftest, demo and bench.
+"""The ``gpu-tc`` command: info, selftest, demo, bench, and the service's scheduler and
+worker (gpu_tc.distributed.service).
 
 Example:
     $ gpu-tc info
     $ gpu-tc selftest
     $ gpu-tc demo
     $ gpu-tc bench tccg --dtype float64,float32 --output benchmarks/results
+    $ gpu-tc scheduler --scheduler-file /tmp/scheduler.json &
+    $ gpu-tc worker --scheduler-file /tmp/scheduler.json --nworkers 2 &
 
 Bad flags and unknown suites are usage errors (exit status 2); every command returns
 0 on success and 1 when a check failed or the asked-for backend is missing.
@@ -35,7 +38,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    extra: list[str] = []
+    if "--" in argv:  # the rest goes to the command gpu-tc starts (scheduler, worker)
+        argv, extra = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
     args = parser.parse_args(argv)
+    if extra and not hasattr(args, "passed_on"):
+        parser.error(f"{args.command} takes no arguments after --")
+    args.passed_on = extra
     return int(args.handler(args, argv))
 
 
@@ -64,12 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_demo)
 
     from .bench.cli_args import add_bench_arguments
+    from .distributed.service import add_arguments as add_service_arguments
 
     bench = commands.add_parser(
         "bench", help="benchmark suites against the peer libraries; JSON, markdown and PNG"
     )
     add_bench_arguments(bench)
     bench.set_defaults(handler=_bench, parser=bench)
+    add_service_arguments(commands)
     return parser
 
 

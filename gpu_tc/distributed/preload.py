@@ -1,0 +1,52 @@
+"""Preloaded into every ``gpu-tc worker`` (and scheduler): gpu_tc imported before the
+first task, its state logged at start and reported in each heartbeat.
+
+A worker's ``metrics["gpu_tc"]`` (``client.scheduler_info()["workers"][address]
+["metrics"]["gpu_tc"]``) holds gpu_tc's version, the GPU it sees (or None), and its
+plan cache: plans held, hits and misses.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from typing import Any
+
+import gpu_tc
+
+logger = logging.getLogger("gpu_tc.worker")
+
+
+def state(worker: Any = None) -> dict[str, Any]:
+    """gpu_tc's state in this process, as the heartbeat reports it."""
+    stats = gpu_tc.plan_cache().stats()
+    return {"version": gpu_tc.__version__, "gpu": _gpu(), "plans": stats.size,
+            "hits": stats.hits, "misses": stats.misses, "pid": os.getpid()}
+
+
+def dask_setup(server: Any) -> None:
+    """dask's preload hook: log gpu_tc's state; on a worker, add it to the heartbeat."""
+    found = state()
+    logger.info("gpu_tc %s on %s: GPU %s; plan cache %d plans (%d hits, %d misses)",
+                found["version"], getattr(server, "address", "?"), found["gpu"] or "none",
+                found["plans"], found["hits"], found["misses"])
+    metrics = getattr(server, "metrics", None)
+    if isinstance(metrics, dict):  # a Worker (a Scheduler has no such hook)
+        metrics["gpu_tc"] = state
+
+
+_GPU: list[str | None] = []
+
+
+def _gpu() -> str | None:
+    """The first visible GPU's description, probed once (None without CuPy or a GPU)."""
+    if not _GPU:
+        description = None
+        if importlib.util.find_spec("cupy") is not None:
+            from ..bench.environment import gpu_status
+
+            status = gpu_status()
+            description = status.devices[0] if status.available else None
+        _GPU.append(description)
+    return _GPU[0]
