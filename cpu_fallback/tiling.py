@@ -50,7 +50,8 @@ def default_budget(problem: ContractionProblem) -> int:
 
 @dataclass(frozen=True)
 class Cut:
-    """One label of D cut into chunks of ``chunk`` (the last may be shorter)."""
+    """One label (of D, or contracted) cut into chunks of ``chunk`` (the last may be
+    shorter)."""
 
     label: str
     extent: int
@@ -145,9 +146,8 @@ def accumulates(problem: ContractionProblem, cut: Cut | None) -> bool:
     return cut is not None and cut.label not in problem.d.labels
 
 
-def _cut(problem: ContractionProblem, label: str, chunk: int) -> Cut:
-    spec = problem.a if label in problem.a.labels else problem.b
-    return Cut(label, spec.extent(label), chunk)
+def _extent(problem: ContractionProblem, label: str) -> int:
+    return (problem.a if label in problem.a.labels else problem.b).extent(label)
 
 
 def _halvings(extent: int) -> list[int]:
@@ -193,17 +193,17 @@ def _measure(
     n_outer = outer.count if outer else 1
     n_inner = inner.count if inner else 1
     held = hoisted(problem, inner)
-    if held is None:
-        total = n_outer * n_inner * (a + b + d)
-        cost = n_outer * n_inner * (wa + wb + wd)
-    else:
-        once, each = (a, b) if held == "a" else (b, a)
-        w_once, w_each = (wa, wb) if held == "a" else (wb, wa)
-        total = n_outer * (once + n_inner * (each + d))
-        cost = n_outer * (w_once + n_inner * (w_each + wd))
-    tiles = n_outer * n_inner
-    cost += TILE_COST_BYTES * tiles + _thin_gemm_cost(low, problem)
-    return Tiling(outer, inner, a + b + d, total, cost)
+
+    def over_tiles(x_a: float, x_b: float, x_d: float) -> float:
+        """A tile's amounts summed over all tiles, the held operand once per outer chunk."""
+        if held is None:
+            return n_outer * n_inner * (x_a + x_b + x_d)
+        once, each = (x_a, x_b) if held == "a" else (x_b, x_a)
+        return n_outer * (once + n_inner * (each + x_d))
+
+    cost = (over_tiles(wa, wb, wd) + TILE_COST_BYTES * n_outer * n_inner
+            + _thin_gemm_cost(low, problem))
+    return Tiling(outer, inner, a + b + d, int(over_tiles(a, b, d)), cost)
 
 
 def _thin_gemm_cost(low: Lowering, problem: ContractionProblem) -> float:
@@ -235,13 +235,13 @@ def choose(problem: ContractionProblem, policy: str, budget: int, staged: bool) 
               for x in gx for y in gy]
     options: list[Tiling] = []
     for first, second in pairs:
-        for first_chunk in _halvings(_cut(problem, first, 1).extent)[1:]:
-            outer = _cut(problem, first, first_chunk)
+        for first_chunk in _halvings(_extent(problem, first))[1:]:
+            outer = Cut(first, _extent(problem, first), first_chunk)
             if second is None:
                 options.append(_measure(problem, policy, staged, outer, None))
                 continue
-            for second_chunk in _halvings(_cut(problem, second, 1).extent):
-                inner = _cut(problem, second, second_chunk)
+            for second_chunk in _halvings(_extent(problem, second)):
+                inner = Cut(second, _extent(problem, second), second_chunk)
                 tiling = _measure(problem, policy, staged, outer, inner)
                 options.append(tiling)
                 if tiling.peak_bytes <= budget:

@@ -8,6 +8,7 @@ plan cache: plans held, hits and misses.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import os
@@ -36,17 +37,12 @@ def dask_setup(server: Any) -> None:
         metrics["gpu_tc"] = state
 
 
-_GPU: list[str | None] = []
-
-
+@functools.cache
 def _gpu() -> str | None:
     """The first visible GPU's description, probed once (None without CuPy or a GPU)."""
-    if not _GPU:
-        description = None
-        if importlib.util.find_spec("cupy") is not None:
-            from ..bench.environment import gpu_status
+    if importlib.util.find_spec("cupy") is None:
+        return None
+    from ..bench.environment import gpu_status
 
-            status = gpu_status()
-            description = status.devices[0] if status.available else None
-        _GPU.append(description)
-    return _GPU[0]
+    status = gpu_status()
+    return status.devices[0] if status.available else None

@@ -62,22 +62,17 @@ class SlicedPlan:
         subscripts: The einsum expression as given.
         expression: The network contracted: each operand's diagonals and the labels
             summed out of one operand are taken first, on the client.
-        path: The pairwise order (opt_einsum's linear form).
-        sliced: The sliced labels ("" when one slice holds the whole).
-        slices: How many slices (tasks) run.
         peak_bytes: The most bytes of tensors alive at once in one slice (its slices
             of the operands included).
         largest_bytes: The largest intermediate of one slice (at most ``memory_limit``).
         operand_bytes: The bytes of the operands each worker holds.
         flops: Floating-point operations of all slices together (multiply and add).
         memory_limit: The bound asked for (None: no slicing).
+        job: What each slice's task receives (the sliced labels, their extents, the path).
     """
 
     subscripts: str
     expression: str
-    path: tuple[tuple[int, ...], ...]
-    sliced: str
-    slices: int
     peak_bytes: int
     largest_bytes: int
     operand_bytes: int
@@ -86,6 +81,21 @@ class SlicedPlan:
     job: SliceJob
     reductions: tuple[str | None, ...]
     shapes: tuple[tuple[int, ...], ...]
+
+    @property
+    def path(self) -> tuple[tuple[int, ...], ...]:
+        """The pairwise order (opt_einsum's linear form)."""
+        return self.job.path
+
+    @property
+    def sliced(self) -> str:
+        """The sliced labels ("" when one slice holds the whole)."""
+        return self.job.sliced
+
+    @property
+    def slices(self) -> int:
+        """How many slices (tasks) run."""
+        return math.prod(self.job.extents)
 
     def execute(self, *operands: Any, client: Any = None) -> Any:
         """The result, as an array of the operands' kind.
@@ -147,7 +157,6 @@ def plan(
     operand_bytes = sum(math.prod(extents[x] for x in term) for term in kept) * itemsize
     return SlicedPlan(
         subscripts=subscripts, expression=",".join(kept) + "->" + expression.output,
-        path=job.path, sliced=sliced, slices=int(tree.nslices),
         peak_bytes=int(tree.peak_size()) * itemsize, largest_bytes=int(tree.max_size()) * itemsize,
         operand_bytes=operand_bytes, flops=2 * int(tree.total_flops()),
         memory_limit=memory_limit, job=job, reductions=reductions, shapes=shapes,

@@ -137,4 +137,7 @@ def destroy(address: int, kind: str) -> None:
 def live_objects() -> Counter[str]:
     """How many objects of each kind are alive (leak checks)."""
     with _lock:
-        return Counter(kind for kind, _ in _objects.values())
+        # Copied in one C call first: counting allocates, so the collector may run a
+        # finalizer that destroys an object while the generator walks the dict.
+        snapshot = _objects.copy()
+    return Counter(kind for kind, _ in snapshot.values())
