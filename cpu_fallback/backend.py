@@ -142,7 +142,8 @@ class CpuBackend:
         choices = policies(problem)
         if len(choices) == 1 or contraction_flops(problem) < MIN_FLOPS:
             return CpuContractionPlan(problem, choices[0], budget)
-        return MeasuredPlan([CpuContractionPlan(problem, policy, budget) for policy in choices])
+        plans = [CpuContractionPlan(problem, policy, budget) for policy in choices]
+        return MeasuredPlan(plans, key=f"contraction {problem!r}")
 
     def permutation_plan(self, problem: PermutationProblem, options: Options) -> CpuPermutationPlan:
         """A strided copy into B's layout."""
@@ -153,7 +154,7 @@ class CpuBackend:
         of a strided view, that and numba loops (cpu_fallback.strided_sum), timed."""
         plan = CpuReductionPlan(problem, options.memory_limit)
         loops = kernel_plan(problem)
-        return plan if loops is None else MeasuredPlan([plan, loops])
+        return plan if loops is None else MeasuredPlan([plan, loops], key=f"reduction {problem!r}")
 
     def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> CpuElementwisePlan:
         """NumPy ufuncs on broadcast views."""
@@ -169,5 +170,6 @@ class CpuBackend:
         if contraction_flops(problems[1]) < MIN_FLOPS:
             return None
         plans = (plan_for(problems[0]), plan_for(problems[1]))
-        return OrientationTrial(plans, (problems[0].d, problems[1].d), array_layout)
+        return OrientationTrial(plans, (problems[0].d, problems[1].d), array_layout,
+                                key=f"orientation {problems!r}")
 

@@ -11,6 +11,11 @@ calls, then 8x as many each time, every variant is timed SAMPLES times afresh an
 choice made again under the same margin: one disturbed call cannot pin a slow variant,
 and a choice made under a passing load is undone at the next re-check. Host timings are
 real here: CPU calls are synchronous.
+
+A choice given a ``key`` (its problem as plain text) saves each decision in the
+persistent cache (:mod:`cpu_fallback.decisions`), and a later process's choice of the
+same key starts from it: no call timed until its first re-check, RECHECK_GROWTH times
+later than a fresh choice's.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpu_tc.backend import PlanDefaults, PrimitivePlan, Scalars
+
+from . import decisions
 
 # Below this many flops a contraction takes well under a millisecond: its variants are
 # not worth timing (the rule's pick runs).
@@ -39,9 +46,14 @@ class Choice:
     Callers ask :meth:`next` which variant to run (and whether to time it), run it,
     and report the seconds with :meth:`record`. Thread-safe: concurrent calls share
     the queue of runs still to time.
+
+    Args:
+        names: The variants' names, as a reason shows them.
+        key: The problem the variants solve, as plain text: decisions are saved under
+            it and restored from it (see the module docstring); None keeps none.
     """
 
-    def __init__(self, names: Sequence[str]) -> None:
+    def __init__(self, names: Sequence[str], key: str | None = None) -> None:
         self.names = tuple(names)
         count = len(self.names)
         self.best = 0
@@ -53,6 +65,14 @@ class Choice:
         self._recheck = RECHECK_FIRST
         self._decided = False
         self._lock = threading.Lock()
+        self._key = key
+        self.restored = False
+        saved = None if key is None else decisions.recall(key, self.names)
+        if saved is not None:  # decided in an earlier process: re-checked later only
+            self.best, self.restored, self._decided = saved["best"], True, True
+            self._samples = [[m] for m in saved["medians"]]
+            self._queue.clear()
+            self._recheck = RECHECK_FIRST * RECHECK_GROWTH
 
     @property
     def settled(self) -> bool:
@@ -104,7 +124,10 @@ class Choice:
         fastest = min(range(len(self.names)), key=self._median)
         if self._median(fastest) < (1 - MARGIN) * self._median(self.best):
             self.best = fastest
-        self._decided = True
+        self._decided, self.restored = True, False
+        if self._key is not None:
+            medians = [self._median(i) for i in range(len(self.names))]
+            decisions.remember(self._key, self.names, self.best, medians)
 
     def describe(self) -> str:
         """What was measured and kept, for a plan's reason."""
@@ -115,6 +138,10 @@ class Choice:
                         f"{len(self.names) * SAMPLES} calls timed)")
             times = ", ".join(f"{name} {self._median(i) * 1e3:.3g} ms"
                               for i, name in enumerate(self.names))
+            if self.restored:
+                return (f"measured in an earlier process (gpu_tc's route cache): "
+                        f"{self.names[self.best]} kept ({times}; re-checked after "
+                        f"{self._recheck} calls)")
             return (f"measured: {self.names[self.best]} kept ({times}; medians of the "
                     f"last {SAMPLES} timed calls, {MARGIN:.0%} margin for a change)")
 
@@ -135,13 +162,19 @@ def variant_names(plans: Sequence[PrimitivePlan], prefixes: Sequence[str] = ()) 
     return [f"{n} #{i + 1}" if names.count(n) > 1 else n for i, n in enumerate(names)]
 
 
+def choice_key(problem: str | None, plans: Sequence[PrimitivePlan]) -> str | None:
+    """A choice's key: the problem's text and each plan's reason (its blocking too)."""
+    return None if problem is None else f"{problem} by {[plan.reason for plan in plans]}"
+
+
 class MeasuredPlan(PlanDefaults):
     """Several primitive plans of one problem (same layouts in and out), run by a
-    :class:`Choice`: its route and reason are the chosen plan's, plus the timings."""
+    :class:`Choice`: its route and reason are the chosen plan's, plus the timings.
+    ``key``: the problem as plain text, to keep decisions across processes."""
 
-    def __init__(self, plans: Sequence[PrimitivePlan]) -> None:
+    def __init__(self, plans: Sequence[PrimitivePlan], key: str | None = None) -> None:
         self.plans = tuple(plans)
-        self.choice = Choice(variant_names(self.plans))
+        self.choice = Choice(variant_names(self.plans), choice_key(key, self.plans))
         # The most any of the plans takes: each runs while they are timed.
         self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)
 

@@ -15,7 +15,7 @@ from typing import Any
 from gpu_tc.backend import PrimitivePlan, Scalars
 from gpu_tc.problem import ContractionProblem, TensorSpec
 
-from .measure import Choice, MeasuredPlan, timed_run, variant_names
+from .measure import Choice, MeasuredPlan, choice_key, timed_run, variant_names
 
 
 def contraction_flops(problem: ContractionProblem) -> int:
@@ -44,17 +44,19 @@ class OrientationTrial:
         outputs: The two layouts of the new result, preferred first.
         layout: ``layout(array)`` (strides in elements), to tell which layout a result
             was allocated with.
+        key: The problems as plain text, to keep decisions across processes.
     """
 
     def __init__(self, plans: tuple[PrimitivePlan, PrimitivePlan],
-                 outputs: tuple[TensorSpec, TensorSpec], layout: Any) -> None:
+                 outputs: tuple[TensorSpec, TensorSpec], layout: Any,
+                 key: str | None = None) -> None:
         groups = [candidates(plan) for plan in plans]
         self.plans = groups[0] + groups[1]
         self._flipped = tuple([False] * len(groups[0]) + [True] * len(groups[1]))
         self._outputs = tuple(outputs[1] if f else outputs[0] for f in self._flipped)
         self._layout = layout
         prefixes = ["flipped" if f else "preferred" for f in self._flipped]
-        self.choice = Choice(variant_names(self.plans, prefixes))
+        self.choice = Choice(variant_names(self.plans, prefixes), choice_key(key, self.plans))
         # The most any of the plans takes: each runs while they are timed.
         self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)
 

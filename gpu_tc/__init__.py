@@ -22,6 +22,7 @@ from .cache import CacheStats, PlanCache, plan_cache
 from .errors import (
     AxisError,
     BackendError,
+    CacheWarning,
     DTypeError,
     ExpressionError,
     ExpressionTypeError,
@@ -42,14 +43,14 @@ from .errors import (
 from .numpy_compat import tensordot, transpose
 from .options import BinaryOp, Options, ReduceOp, UnaryOp
 from .plan import Plan
-
-__version__ = "0.1.0"
+from .version import __version__ as __version__
 
 __all__ = [
     "AxisError",
     "BackendError",
     "BinaryOp",
     "CacheStats",
+    "CacheWarning",
     "DTypeError",
     "ExpressionError",
     "ExpressionTypeError",

@@ -97,3 +97,9 @@ class MemoryLimitError(GpuTcError, MemoryError):
     def __init__(self, message: str, need: int) -> None:
         super().__init__(message)
         self.need = need
+
+
+class CacheWarning(UserWarning):
+    """A file of the persistent cache (``GPU_TC_CACHE_DIR``) was ignored: unreadable,
+    corrupt or written by another version. Nothing is lost but the time to measure
+    again."""

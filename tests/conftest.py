@@ -3,16 +3,23 @@
 Under the gpu_double emulation (tests/gpu_double; ``cupy.__gpu_double__``) the gpu
 tests run on a host test double of CuPy, cuBLAS and cuTENSOR, never on a GPU: the
 report header says so.
+
+The persistent cache (GPU_TC_CACHE_DIR) is off in every test and the processes they
+start, so that a decision measured by one test, or by an earlier run, never serves
+another; the cache's own tests (tests/test_disk_cache.py) give it a directory.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import zlib
 
 import numpy as np
 import pytest
 from helpers import GPU_EMULATED
+
+os.environ["GPU_TC_CACHE_DIR"] = ""
 
 
 def _gpu_available() -> tuple[bool, str]:

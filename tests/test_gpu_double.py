@@ -459,7 +459,7 @@ def test_a_finalizer_the_collector_runs_inside_a_lock_does_not_deadlock(owner):
             weakref.finalize(cycle, objects.destroy, objects.new("probe", 1), "probe")
         else:
             cycle.held = runtime.Stream()
-        lock = {"memory": memory._lock, "objects": objects._lock,
+        lock = {"memory": memory._lock, "objects": objects.lock,
                 "streams": runtime._streams_lock, "pool": runtime.MEMORY_POOL._lock}[owner]
         del cycle
         with lock:

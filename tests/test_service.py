@@ -3,10 +3,13 @@ the way README says, and a client contracting through them against the reference
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,18 +22,18 @@ dd = pytest.importorskip("distributed", reason="the distributed extra is not ins
 da = pytest.importorskip("dask.array", reason="the distributed extra is not installed")
 
 
-def _start(log, *args: str) -> subprocess.Popen:
-    with open(log, "w", encoding="utf-8") as handle:  # dask logs to stderr: to a file
-        return subprocess.Popen([sys.executable, "-m", "gpu_tc", *args],
+def _start(log, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    with open(log, "a", encoding="utf-8") as handle:  # dask logs to stderr: to a file
+        return subprocess.Popen([sys.executable, "-m", "gpu_tc", *args], env=env,
                                 stdout=handle, stderr=subprocess.STDOUT)
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("service")
+@contextlib.contextmanager
+def _scheduler(folder: Path, env: dict[str, str] | None = None):
+    """`gpu-tc scheduler` on a free loopback port; yields its scheduler file and address."""
     scheduler_file = str(folder / "scheduler.json")
-    processes = [_start(folder / "scheduler.log", "scheduler", "--port", "0",
-                        "--scheduler-file", scheduler_file)]
+    process = _start(folder / "scheduler.log", "scheduler", "--port", "0",
+                     "--scheduler-file", scheduler_file, env=env)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -42,19 +45,37 @@ def service(tmp_path_factory):
                 time.sleep(0.1)
         else:
             pytest.fail("the scheduler wrote no scheduler file within 60 s")
-        processes.append(_start(folder / "workers.log", "worker", "--scheduler-file",
-                                scheduler_file, "--nworkers", "2", "--", "--memory-limit", "1GB"))
+        yield scheduler_file, address
+    finally:
+        _stop(process)
+
+
+@contextlib.contextmanager
+def _workers(folder: Path, scheduler_file: str, env: dict[str, str] | None = None):
+    """`gpu-tc worker --nworkers 2`, stopped (SIGTERM: dask closes them) on leaving."""
+    process = _start(folder / "workers.log", "worker", "--scheduler-file", scheduler_file,
+                     "--nworkers", "2", "--", "--memory-limit", "1GB", env=env)
+    try:
+        yield process
+    finally:
+        _stop(process)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("service")
+    with _scheduler(folder) as (scheduler_file, address), _workers(folder, scheduler_file):
         with dd.Client(scheduler_file=scheduler_file, timeout=60) as client:
             client.wait_for_workers(2, timeout=60)
             yield client, address
-    finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
 
 
 def test_scheduler_and_workers_listen_on_loopback(service):
@@ -103,3 +124,65 @@ def test_the_compose_file_runs_commands_gpu_tc_accepts():
         args = build_parser().parse_args(service["command"])
         assert args.command == name and args.host == "0.0.0.0"
     assert services["scheduler"]["ports"] == ["127.0.0.1:8786:8786"]  # host loopback only
+
+
+def _measured_route(calls: int) -> dict:
+    """On a worker: ``calls`` calls of a contraction whose route the CPU backend measures."""
+    from cpu_fallback import measure
+    from gpu_tc import disk_cache
+
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((48, 40, 56)), rng.standard_normal((56, 40, 64))
+    timed = []
+    plan = gpu_tc.prepare("abc,cbd->ad", a, b)
+    record = measure.Choice.record
+    try:  # counts the calls this worker times
+        measure.Choice.record = lambda self, v, s, t: (timed.append(t), record(self, v, s, t))
+        results = [plan.execute(a, b) for _ in range(calls)]
+    finally:
+        measure.Choice.record = record
+    exact = np.einsum("abc,cbd->ad", a, b)
+    return {"reason": plan.reason, "timed": sum(timed), "cache": disk_cache.stats(),
+            "error": max(float(np.abs(r - exact).max()) for r in results)}
+
+
+def test_restarted_workers_are_served_from_the_persistent_cache(tmp_path):
+    """A worker measures a route and saves it; both workers that replace the first two
+    start from it (nothing timed) and say so in their heartbeat."""
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tests/ is not on workers
+    env = {**os.environ, "GPU_TC_CACHE_DIR": str(tmp_path / "cache")}
+    with _scheduler(tmp_path, env) as (scheduler_file, _):
+        with dd.Client(scheduler_file=scheduler_file, timeout=60) as client:
+            with _workers(tmp_path, scheduler_file, env):
+                client.wait_for_workers(2, timeout=60)
+                one = sorted(client.scheduler_info()["workers"])[:1]
+                first = client.run(_measured_route, 12, workers=one)
+            deadline = time.monotonic() + 60
+            while client.scheduler_info()["workers"] and time.monotonic() < deadline:
+                time.sleep(0.2)
+            with _workers(tmp_path, scheduler_file, env):
+                client.wait_for_workers(2, timeout=60)
+                second = client.run(_measured_route, 12)
+                heartbeat = _heartbeats(client)
+    assert len(first) == 1 and len(second) == 2 and not set(first) & set(second)
+    (measured,) = first.values()
+    assert measured["timed"] > 0 and measured["cache"]["saved"] >= 1, measured
+    for found in second.values():
+        assert found["timed"] == 0, found  # served from the cache: nothing re-measured
+        assert "measured in an earlier process" in found["reason"]
+        assert found["cache"]["restored"] >= 1 and found["cache"]["saved"] == 0
+    assert all(r["error"] < 1e-10 for r in [*first.values(), *second.values()])
+    assert all(h["cache"]["directory"] == env["GPU_TC_CACHE_DIR"] and h["cache"]["restored"]
+               for h in heartbeat)
+
+
+def _heartbeats(client) -> list[dict]:
+    """Each worker's gpu_tc metrics, once a heartbeat has carried the latest state."""
+    deadline = time.monotonic() + 30
+    while True:
+        reports = [w["metrics"].get("gpu_tc") for w in client.scheduler_info()["workers"].values()]
+        if all(r and r["cache"]["restored"] for r in reports) or time.monotonic() > deadline:
+            return reports
+        time.sleep(0.5)

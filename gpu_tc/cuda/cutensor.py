@@ -20,6 +20,7 @@ from nvmath.bindings import cutensor as ct
 
 from gpu_tc.errors import BackendError
 
+from . import plan_cache_file
 from .descriptors import COMPUTE_DESCRIPTORS, SCALAR_DTYPES, DescriptorSpec
 
 
@@ -41,7 +42,9 @@ def call(what: str, function: Callable[..., Any], *args: Any) -> Any:
 
 
 class Handle:
-    """The cuTENSOR handle of one device, created on first use and kept until exit."""
+    """The cuTENSOR handle of one device, created on first use and kept until exit; its
+    plan and kernel caches are read from the persistent cache directory when it is
+    created and written back at exit (:mod:`gpu_tc.cuda.plan_cache_file`)."""
 
     _handles: dict[int, Handle] = {}
     _lock = threading.Lock()
@@ -59,7 +62,19 @@ class Handle:
                     status="CUTENSOR_STATUS_NOT_INITIALIZED",
                 ) from err
         self.device = device
+        self.cache_folder = plan_cache_file.directory(device)
+        self.restored_plans = 0
+        if self.cache_folder is not None:
+            with cupy.cuda.Device(device):
+                self.restored_plans = plan_cache_file.restore(self.ptr, self.cache_folder)
         self._finalizer = weakref.finalize(self, ct.destroy, self.ptr)
+        if self.cache_folder is not None:  # made after the destroy, so it runs before it
+            weakref.finalize(self, plan_cache_file.save, self.ptr, self.cache_folder)
+
+    def save_caches(self) -> None:
+        """Write the plan and kernel caches to the persistent cache (if it is on)."""
+        if self.cache_folder is not None:
+            plan_cache_file.save(self.ptr, self.cache_folder)
 
     @classmethod
     def for_device(cls, device: int) -> Handle:

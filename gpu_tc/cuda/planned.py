@@ -164,10 +164,12 @@ class PlannedOperation:
 
     def executed(self) -> None:
         """After an execution: while autotuning, plan the next candidate (at the end,
-        the cached fastest)."""
+        the cached fastest, and the plan cache is written to the persistent cache)."""
         if self._tuning:
             self._tuning -= 1
             self.plan = CutensorPlan(self.handle, self.operation, self.preference, self._limit)
+            if not self._tuning:
+                self.handle.save_caches()
 
 
 def _held(memory: Any, size: int) -> tuple[Any, int, int]:

@@ -7,6 +7,13 @@ bindings that gpu_tc calls, with the same names, parameter names and enum values
 
 from __future__ import annotations
 
+from .cutensor_cache import (
+    handle_read_plan_cache_from_file,
+    handle_resize_plan_cache,
+    handle_write_plan_cache_to_file,
+    read_kernel_cache_from_file,
+    write_kernel_cache_to_file,
+)
 from .cutensor_create import (
     create,
     create_contraction,
@@ -105,6 +112,9 @@ __all__ = [
     "destroy_tensor_descriptor", "elementwise_binary_execute", "elementwise_trinary_execute",
     "estimate_workspace_size", "get_cudart_version", "get_error_string",
     "get_operation_descriptor_attribute_dtype", "get_plan_attribute_dtype",
-    "get_plan_preference_attribute_dtype", "get_version", "operation_descriptor_get_attribute",
-    "permute", "plan_get_attribute", "plan_preference_set_attribute", "reduce",
+    "get_plan_preference_attribute_dtype", "get_version", "handle_read_plan_cache_from_file",
+    "handle_resize_plan_cache", "handle_write_plan_cache_to_file",
+    "operation_descriptor_get_attribute", "permute", "plan_get_attribute",
+    "plan_preference_set_attribute", "read_kernel_cache_from_file", "reduce",
+    "write_kernel_cache_to_file",
 ]

@@ -47,9 +47,14 @@ def require_library() -> None:
         )
 
 
-@dataclass(frozen=True)
+@dataclass
 class Handle:
+    """A handle's device and plan cache (see cutensor_cache): its capacity, and the
+    signatures of the operations whose plans it holds, oldest first."""
+
     device: int
+    cache_lines: int = 64
+    cached: dict[str, None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -104,14 +109,14 @@ class Plan:
 
 # Re-entrant: the garbage collector may run a finalizer that takes it (a freed
 # allocation, a destroyed object) while this thread holds it.
-_lock = threading.RLock()
+lock = threading.RLock()
 _objects: dict[int, tuple[str, Any]] = {}
 _addresses = itertools.count(1)
 
 
 def new(kind: str, value: Any) -> int:
     """Register an object; returns its fake address."""
-    with _lock:
+    with lock:
         address = 0x7D00_0000_0000 + 0x80 * next(_addresses)
         _objects[address] = (kind, value)
     return address
@@ -127,7 +132,7 @@ def get(address: int, kind: str, what: str) -> Any:
 
 def destroy(address: int, kind: str) -> None:
     """Destroy an object exactly once (a second destroy is INVALID_VALUE here)."""
-    with _lock:
+    with lock:
         entry = _objects.get(address)
         if entry is None or entry[0] != kind:
             raise fail(Status.INVALID_VALUE, f"destroying {address:#x}: not a live {kind}")
@@ -136,7 +141,7 @@ def destroy(address: int, kind: str) -> None:
 
 def live_objects() -> Counter[str]:
     """How many objects of each kind are alive (leak checks)."""
-    with _lock:
+    with lock:
         # Copied in one C call first: counting allocates, so the collector may run a
         # finalizer that destroys an object while the generator walks the dict.
         snapshot = _objects.copy()

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import cutensor_cache, memory, runtime
 from . import cutensor_objects as objects
-from . import memory, runtime
 from .cutensor_objects import Operation, Plan, Preference
 from .cutensor_types import (
     WORKSPACE,
@@ -137,12 +137,12 @@ def estimate_workspace_size(handle, desc, plan_pref, workspace_pref):
 def create_plan(handle, desc, pref, workspace_size_limit):
     objects.get(handle, "handle", "handle")
     operation = objects.get(desc, "operation descriptor", "desc")
-    if pref:
-        objects.get(pref, "plan preference", "pref")
+    preference = objects.get(pref, "plan preference", "pref") if pref else None
     fitting = [s for s in _workspace_sizes(operation).values() if s <= workspace_size_limit]
     if not fitting:
         raise fail(Status.INSUFFICIENT_WORKSPACE, f"workspace_size_limit={workspace_size_limit} "
                                                   "is below the minimum workspace")
+    cutensor_cache.remember(handle, operation, preference)
     return objects.new("plan", Plan(operation, runtime.current_device(), max(fitting)))
 
 

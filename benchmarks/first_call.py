@@ -1,0 +1,163 @@
+"""The first calls of a fresh process, with and without the persistent cache.
+
+Each TCCG case chosen (every one has a measured route on the CPU) runs in fresh
+processes: ``off`` with ``GPU_TC_CACHE_DIR`` empty, and ``cached`` with a directory an
+earlier process of the same case filled (its decision saved; that process is not
+counted). The two modes alternate, ``--repeat`` processes each. A process times
+``prepare()``, then each of ``--calls`` calls: the first call, the sum of the first 12
+(a process without the cache warms up and times both variants there), and the median
+of the last 8 (warm). The result of each process is checked against numpy.einsum, and
+the route kept is reported: both modes must end on a route of equal speed.
+
+Usage:
+    python benchmarks/first_call.py --cases 3,7,13,20 --scale 0.5 --repeat 5 \\
+        --output benchmarks/results/cpu-first-call.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from gpu_tc.bench import environment
+from gpu_tc.bench.suites import tccg_cases
+
+SETTLING_CALLS = 12
+WARM_CALLS = 8
+
+_CHILD = textwrap.dedent("""
+    import json, sys, time
+    import numpy as np
+    import gpu_tc
+
+    expr, shapes, calls = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+    rng = np.random.default_rng(1)
+    operands = [rng.standard_normal(shape) for shape in shapes]
+    start = time.perf_counter()
+    plan = gpu_tc.prepare(expr, *operands)
+    prepared = time.perf_counter() - start
+    seconds = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        result = plan.execute(*operands)
+        seconds.append(time.perf_counter() - start)
+    exact = np.einsum(expr, *operands, optimize=True)
+    error = float(np.abs(result - exact).max() / max(1.0, np.abs(exact).max()))
+    print(json.dumps({"prepare": prepared, "seconds": seconds, "reason": plan.reason,
+                      "error": error}))
+""")
+
+
+def run_process(expr: str, shapes: list[list[int]], calls: int, cache: str) -> dict[str, Any]:
+    """One fresh process's timings (``cache``: the GPU_TC_CACHE_DIR value)."""
+    env = {**os.environ, "GPU_TC_CACHE_DIR": cache}
+    done = subprocess.run([sys.executable, "-c", _CHILD, expr, json.dumps(shapes), str(calls)],
+                          env=env, capture_output=True, text=True, check=True)
+    found = json.loads(done.stdout)
+    seconds = found.pop("seconds")
+    found.update(first=seconds[0], settling=sum(seconds[:SETTLING_CALLS]),
+                 warm=statistics.median(seconds[-WARM_CALLS:]))
+    return found
+
+
+def measure_case(case: Any, repeat: int, calls: int) -> dict[str, Any]:
+    """Alternating off/cached processes of one case."""
+    shapes = [[case.sizes[x] for x in term] for term in case.terms]
+    with tempfile.TemporaryDirectory() as cache:
+        run_process(case.expr, shapes, calls, cache)  # fills the cache; not counted
+        runs: dict[str, list[dict[str, Any]]] = {"off": [], "cached": []}
+        for _ in range(repeat):
+            runs["off"].append(run_process(case.expr, shapes, calls, ""))
+            runs["cached"].append(run_process(case.expr, shapes, calls, cache))
+    summary = {mode: _summary(found) for mode, found in runs.items()}
+    return {"id": case.id, "expr": case.expr, "sizes": case.sizes, "gflop": case.work / 1e9,
+            "modes": summary, "runs": runs}
+
+
+def _summary(found: list[dict[str, Any]]) -> dict[str, Any]:
+    def spread(key: str) -> dict[str, float]:
+        values = sorted(r[key] for r in found)
+        return {"median": statistics.median(values), "min": values[0], "max": values[-1]}
+
+    return {key: spread(key) for key in ("prepare", "first", "settling", "warm")} | {
+        "max_error": max(r["error"] for r in found),
+        "kept": sorted({_kept(r["reason"]) for r in found}),
+    }
+
+
+def _kept(reason: str) -> str:
+    """The variant a reason says was kept (or that it was still measuring)."""
+    for marker in ("measured: ", "(gpu_tc's route cache): "):
+        if marker in reason:
+            return reason.split(marker, 1)[1].split(" kept", 1)[0]
+    return "still measuring"
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The report as a markdown table (milliseconds: median [min-max])."""
+    host = doc["host"]
+    lines = [
+        f"# First calls in a fresh process, with and without the persistent cache "
+        f"(float64, TCCG x{doc['scale']})",
+        "",
+        f"Host: {host['cpu']} ({host['cpu_count']} cores), {host['blas'].get('text', '')}; "
+        f"gpu_tc {host['gpu_tc']}, numpy {host['numpy']}.",
+        f"Command: `{doc['command']}`",
+        "",
+        f"{doc['repeat']} processes per mode, alternating; ms as median [min-max]. "
+        f"'first 12': the sum of the first {SETTLING_CALLS} calls; 'warm': median of the "
+        f"last {WARM_CALLS} of {doc['calls']} calls.",
+        "",
+        "| case | GFLOP | mode | prepare | first call | first 12 | warm call | kept |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for case in doc["cases"]:
+        for mode, s in case["modes"].items():
+            cells = [_ms(s[k]) for k in ("prepare", "first", "settling", "warm")]
+            lines.append(f"| {case['id']} `{case['expr']}` | {case['gflop']:.2f} | {mode} | "
+                         + " | ".join(cells) + f" | {', '.join(s['kept'])} |")
+    lines += ["", "Ratio off/cached of the median first-12 sum: " + ", ".join(
+        f"case {c['id']} {c['modes']['off']['settling']['median'] / c['modes']['cached']['settling']['median']:.2f}x"  # noqa: E501
+        for c in doc["cases"])]
+    return "\n".join(lines) + "\n"
+
+
+def _ms(spread: dict[str, float]) -> str:
+    return f"{spread['median'] * 1e3:.3g} [{spread['min'] * 1e3:.3g}-{spread['max'] * 1e3:.3g}]"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cases", default="3,7,13,20", help="TCCG case ids, comma-separated")
+    parser.add_argument("--scale", type=float, default=0.5, help="every extent times this")
+    parser.add_argument("--repeat", type=int, default=5, help="processes per mode")
+    parser.add_argument("--calls", type=int, default=24, help="calls per process (>= 20)")
+    parser.add_argument("--output", type=Path, help="write JSON here (and .md beside it)")
+    args = parser.parse_args()
+    wanted = {int(x) for x in args.cases.split(",")}
+    chosen = [c for c in tccg_cases("float64", scale=args.scale) if c.id in wanted]
+    doc = {"command": "python " + " ".join(sys.argv), "scale": args.scale,
+           "repeat": args.repeat, "calls": args.calls, "host": environment.host(),
+           "cases": []}
+    for case in chosen:
+        doc["cases"].append(measure_case(case, args.repeat, args.calls))
+        print(f"case {case.id}: " + ", ".join(
+            f"{mode} first-12 {s['settling']['median'] * 1e3:.3g} ms"
+            for mode, s in doc["cases"][-1]["modes"].items()), flush=True)
+    text = markdown(doc)
+    print(text)
+    if args.output:
+        args.output.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        args.output.with_suffix(".md").write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
