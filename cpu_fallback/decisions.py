@@ -5,9 +5,11 @@ kept, with the medians, under ``<cache dir>/cpu-routes/<host>/``; a later proces
 planning the same problem on the same host starts from that choice instead of timing
 again (its re-checks still run, later). ``<host>`` is a digest of what makes timings
 differ between machines and set-ups: CPU model and the cores this process may use,
-NumPy, its BLAS (library, kernel, threads, as threadpoolctl reports where installed)
-and the environment variables that override them, numba. ``host.json`` beside the
-records spells it out.
+NumPy and the BLAS it was built with, the environment variables that override BLAS
+kernels and threads (dask's workers set them to one thread), numba. ``host.json``
+beside the records spells it out. A thread limit set at run time
+(``threadpoolctl.threadpool_limits``) is not part of it: probing it would cost each
+process several milliseconds, and a decision it makes wrong is undone at the re-check.
 """
 
 from __future__ import annotations
@@ -47,12 +49,6 @@ def remember(key: str, names: Sequence[str], best: int, medians: Sequence[float]
                                            "medians": [float(m) for m in medians]})
 
 
-def host() -> dict[str, Any]:
-    """What the decisions of this process depend on besides the problem (the BLAS
-    threads as they are now: a thread limit set later gets its own records)."""
-    return {**_static_host(), "blas": _blas()}
-
-
 def _full_key(key: str, names: Sequence[str]) -> str:
     return f"{key} among {list(names)}"
 
@@ -78,13 +74,15 @@ def _store_in(directory: Path, described: str) -> disk_cache.RecordStore:
 
 
 @functools.cache
-def _static_host() -> dict[str, Any]:
+def host() -> dict[str, Any]:
+    """What the decisions of this process depend on besides the problem."""
     found: dict[str, Any] = {
         "machine": platform.machine(),
         "cpu": cpu_name(),
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
         else os.cpu_count(),
         "numpy": np.__version__,
+        "blas": _blas(),
         "overrides": {k: v for k, v in sorted(os.environ.items())
                       if k.startswith(OVERRIDE_PREFIXES)},
     }
@@ -95,13 +93,7 @@ def _static_host() -> dict[str, Any]:
     return found
 
 
-def _blas() -> list[dict[str, Any]] | str:
-    """The BLAS libraries loaded (threadpoolctl), else the one NumPy was built with."""
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        config = np.show_config(mode="dicts")
-        blas = config.get("Build Dependencies", {}).get("blas", {})
-        return f"{blas.get('name', '?')} {blas.get('version', '?')}"
-    return [{k: info.get(k) for k in ("internal_api", "version", "architecture", "num_threads")}
-            for info in threadpool_info() if info.get("user_api") == "blas"]
+def _blas() -> str:
+    """The BLAS NumPy was built with (its kernel follows from the CPU and the overrides)."""
+    blas = np.show_config(mode="dicts").get("Build Dependencies", {}).get("blas", {})
+    return f"{blas.get('name', '?')} {blas.get('version', '?')}"

@@ -1,9 +1,8 @@
 """Plan caches: a bounded, thread-safe LRU keyed by value, and the process-wide cache of
 two named levels (composed programs, backends' primitive plans).
 
-A store hook lets plans outlive the process: a :class:`PlanStore` given to a level is
-asked for a plan before it is built and handed each plan built, so a persistent cache
-is a store class and the line that installs it.
+Plans live as long as the process; what outlives it (measured route decisions,
+cuTENSOR's plan cache) is kept by :mod:`gpu_tc.disk_cache`.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import itertools
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from .errors import OptionsError
 
@@ -30,17 +29,6 @@ class CacheStats:
     capacity: int
 
 
-class PlanStore(Protocol):
-    """Where a cache level finds plans it has not built in this process, and keeps the
-    ones it builds (e.g. a directory of measured route decisions)."""
-
-    def load(self, key: Hashable) -> Any | None:
-        """The stored plan of ``key``, or None."""
-
-    def save(self, key: Hashable, plan: Any) -> None:
-        """Keep ``plan`` under ``key`` (a store may keep only what it can persist)."""
-
-
 class PlanCache:
     """A bounded LRU of plans.
 
@@ -53,7 +41,6 @@ class PlanCache:
 
     Args:
         capacity: The most plans kept.
-        store: Asked on a miss before building, and handed what is built.
 
     Example:
         >>> cache = PlanCache(capacity=2)
@@ -63,13 +50,12 @@ class PlanCache:
         1
     """
 
-    def __init__(self, capacity: int = DEFAULT_CAPACITY, store: PlanStore | None = None) -> None:
+    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self._lock = threading.Lock()
         self._entries: dict[Hashable, list[Any]] = {}  # key -> [plan, last-use tick]
         self._ticks = itertools.count()
         self._capacity = _check_capacity(capacity)
         self._hits = self._misses = self._evictions = 0
-        self.store = store
 
     @property
     def capacity(self) -> int:
@@ -107,11 +93,7 @@ class PlanCache:
             return plan
         with self._lock:
             self._misses += 1
-        built = None if self.store is None else self.store.load(key)
-        if built is None:
-            built = build()
-            if self.store is not None:
-                self.store.save(key, built)
+        built = build()
         with self._lock:
             entry = self._entries.setdefault(key, [built, 0])
             entry[1] = next(self._ticks)
@@ -239,7 +221,6 @@ class _Level(PlanCache):
         self._ticks = owner._ticks
         self._entries = {}
         self._hits = self._misses = self._evictions = 0
-        self.store = None
 
     @property
     def _capacity(self) -> int:  # type: ignore[override]

@@ -152,12 +152,12 @@ def test_records_are_kept_per_host_and_the_host_is_described(cache, monkeypatch)
     assert described["cores"] >= 1 and described["numpy"] == np.__version__
     # A BLAS override changes the host: its decisions are not this host's.
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")
-    decisions._static_host.cache_clear()
+    decisions.host.cache_clear()
     try:
         assert not Choice(["a", "b"], key=KEY).restored
     finally:
         monkeypatch.undo()
-        decisions._static_host.cache_clear()
+        decisions.host.cache_clear()
 
 
 _WRITER = textwrap.dedent("""

@@ -35,19 +35,21 @@ def _scheduler(folder: Path, env: dict[str, str] | None = None):
     process = _start(folder / "scheduler.log", "scheduler", "--port", "0",
                      "--scheduler-file", scheduler_file, env=env)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                with open(scheduler_file, encoding="utf-8") as handle:
-                    address = json.load(handle)["address"]
-                break
-            except (OSError, ValueError, KeyError):
-                time.sleep(0.1)
-        else:
-            pytest.fail("the scheduler wrote no scheduler file within 60 s")
-        yield scheduler_file, address
+        yield scheduler_file, _address(scheduler_file)
     finally:
         _stop(process)
+
+
+def _address(scheduler_file: str) -> str:
+    """The address a starting scheduler writes to its scheduler file."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with open(scheduler_file, encoding="utf-8") as handle:
+                return str(json.load(handle)["address"])
+        except (OSError, ValueError, KeyError):
+            time.sleep(0.1)
+    pytest.fail("the scheduler wrote no scheduler file within 60 s")
 
 
 @contextlib.contextmanager
@@ -186,3 +188,43 @@ def _heartbeats(client) -> list[dict]:
         if all(r and r["cache"]["restored"] for r in reports) or time.monotonic() > deadline:
             return reports
         time.sleep(0.5)
+
+
+def test_a_tls_service_contracts_and_refuses_a_plain_client(tmp_path):
+    """README's TLS example: scheduler and workers with dask's TLS flags after "--"
+    (certificates from distributed's Security.temporary, a throwaway CA)."""
+    pytest.importorskip("cryptography", reason="Security.temporary needs cryptography")
+    from distributed.security import Security
+
+    made = Security.temporary()
+    files = {"ca": made.tls_ca_file, "cert": made.tls_client_cert, "key": made.tls_client_key}
+    paths = {}
+    for name, pem in files.items():
+        paths[name] = tmp_path / f"{name}.pem"
+        paths[name].write_text(pem, encoding="utf-8")
+    tls = ["--tls-ca-file", str(paths["ca"]), "--tls-cert", str(paths["cert"]),
+           "--tls-key", str(paths["key"])]
+    scheduler_file = str(tmp_path / "scheduler.json")
+    scheduler = _start(tmp_path / "scheduler.log", "scheduler", "--port", "0",
+                       "--scheduler-file", scheduler_file, "--", "--protocol", "tls", *tls)
+    workers = None
+    try:
+        address = _address(scheduler_file)
+        assert address.startswith("tls://127.0.0.1:")
+        workers = _start(tmp_path / "workers.log", "worker", address, "--nworkers", "2",
+                         "--", *tls)
+        security = Security(tls_ca_file=str(paths["ca"]), tls_client_cert=str(paths["cert"]),
+                            tls_client_key=str(paths["key"]), require_encryption=True)
+        with dd.Client(address, security=security, timeout=60) as client:
+            client.wait_for_workers(2, timeout=60)
+            a = np.arange(12.0).reshape(3, 4)
+            got = client.submit(gpu_tc.einsum, "ij,kj->ik", a, a, pure=False).result()
+            np.testing.assert_allclose(got, a @ a.T)
+        with pytest.raises(OSError):  # plain TCP to the TLS listener: refused
+            dd.Client(address.replace("tls://", "tcp://"), timeout=5)
+        with pytest.raises(OSError):  # a certificate of another CA: refused
+            dd.Client(address, security=Security.temporary(), timeout=5)
+    finally:
+        for process in (workers, scheduler):
+            if process is not None:
+                _stop(process)
