@@ -9,9 +9,14 @@ counted). The two modes alternate, ``--repeat`` processes each. A process times
 of the last 8 (warm). The result of each process is checked against numpy.einsum, and
 the route kept is reported: both modes must end on a route of equal speed.
 
+On the GPU (``--backend gpu --autotune N``) the plan autotunes its cuTENSOR stages
+over its first N calls; with the cache, the plan cache an earlier process wrote
+already holds the kernels it chose.
+
 Usage:
     python benchmarks/first_call.py --cases 3,7,13,20 --scale 0.5 --repeat 5 \\
         --output benchmarks/results/cpu-first-call.json
+    python benchmarks/first_call.py --backend gpu --autotune 8 --cases 3,13,20
 """
 
 from __future__ import annotations
@@ -39,28 +44,43 @@ _CHILD = textwrap.dedent("""
     import gpu_tc
 
     expr, shapes, calls = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+    backend, autotune = sys.argv[4], int(sys.argv[5])
     rng = np.random.default_rng(1)
-    operands = [rng.standard_normal(shape) for shape in shapes]
+    host = [rng.standard_normal(shape) for shape in shapes]
+    if backend == "gpu":
+        import cupy
+        operands = [cupy.asarray(x) for x in host]
+        sync, to_host = cupy.cuda.runtime.deviceSynchronize, cupy.asnumpy
+        sync()
+    else:
+        operands, sync, to_host = host, lambda: None, np.asarray
     start = time.perf_counter()
     plan = gpu_tc.prepare(expr, *operands)
+    if autotune:
+        plan.autotune(autotune)
     prepared = time.perf_counter() - start
     seconds = []
     for _ in range(calls):
         start = time.perf_counter()
         result = plan.execute(*operands)
+        sync()
         seconds.append(time.perf_counter() - start)
-    exact = np.einsum(expr, *operands, optimize=True)
-    error = float(np.abs(result - exact).max() / max(1.0, np.abs(exact).max()))
+    exact = np.einsum(expr, *host, optimize=True)
+    error = float(np.abs(to_host(result) - exact).max() / max(1.0, np.abs(exact).max()))
     print(json.dumps({"prepare": prepared, "seconds": seconds, "reason": plan.reason,
-                      "error": error}))
+                      "route": plan.route, "error": error}))
 """)
 
 
-def run_process(expr: str, shapes: list[list[int]], calls: int, cache: str) -> dict[str, Any]:
+def run_process(expr: str, shapes: list[list[int]], args: argparse.Namespace,
+                cache: str) -> dict[str, Any]:
     """One fresh process's timings (``cache``: the GPU_TC_CACHE_DIR value)."""
     env = {**os.environ, "GPU_TC_CACHE_DIR": cache}
-    done = subprocess.run([sys.executable, "-c", _CHILD, expr, json.dumps(shapes), str(calls)],
-                          env=env, capture_output=True, text=True, check=True)
+    command = [sys.executable, "-c", _CHILD, expr, json.dumps(shapes), str(args.calls),
+               args.backend, str(args.autotune)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"{expr} ({args.backend}) failed in its process:\n{done.stderr[-2000:]}")
     found = json.loads(done.stdout)
     seconds = found.pop("seconds")
     found.update(first=seconds[0], settling=sum(seconds[:SETTLING_CALLS]),
@@ -68,15 +88,15 @@ def run_process(expr: str, shapes: list[list[int]], calls: int, cache: str) -> d
     return found
 
 
-def measure_case(case: Any, repeat: int, calls: int) -> dict[str, Any]:
+def measure_case(case: Any, args: argparse.Namespace) -> dict[str, Any]:
     """Alternating off/cached processes of one case."""
     shapes = [[case.sizes[x] for x in term] for term in case.terms]
     with tempfile.TemporaryDirectory() as cache:
-        run_process(case.expr, shapes, calls, cache)  # fills the cache; not counted
+        run_process(case.expr, shapes, args, cache)  # fills the cache; not counted
         runs: dict[str, list[dict[str, Any]]] = {"off": [], "cached": []}
-        for _ in range(repeat):
-            runs["off"].append(run_process(case.expr, shapes, calls, ""))
-            runs["cached"].append(run_process(case.expr, shapes, calls, cache))
+        for _ in range(args.repeat):
+            runs["off"].append(run_process(case.expr, shapes, args, ""))
+            runs["cached"].append(run_process(case.expr, shapes, args, cache))
     summary = {mode: _summary(found) for mode, found in runs.items()}
     return {"id": case.id, "expr": case.expr, "sizes": case.sizes, "gflop": case.work / 1e9,
             "modes": summary, "runs": runs}
@@ -89,27 +109,30 @@ def _summary(found: list[dict[str, Any]]) -> dict[str, Any]:
 
     return {key: spread(key) for key in ("prepare", "first", "settling", "warm")} | {
         "max_error": max(r["error"] for r in found),
-        "kept": sorted({_kept(r["reason"]) for r in found}),
+        "kept": sorted({_kept(r["reason"], r["route"]) for r in found}),
     }
 
 
-def _kept(reason: str) -> str:
-    """The variant a reason says was kept (or that it was still measuring)."""
+def _kept(reason: str, route: str) -> str:
+    """The variant a reason says was kept, or the route where none was measured."""
     for marker in ("measured: ", "(gpu_tc's route cache): "):
         if marker in reason:
             return reason.split(marker, 1)[1].split(" kept", 1)[0]
-    return "still measuring"
+    return "still measuring" if "measuring" in reason else route
 
 
 def markdown(doc: dict[str, Any]) -> str:
     """The report as a markdown table (milliseconds: median [min-max])."""
     host = doc["host"]
+    where = (f"GPU {', '.join(doc['gpu']['devices'])}, CuPy {doc['gpu'].get('cupy')}, "
+             f"cuTENSOR {doc['gpu'].get('cutensor')}; autotune {doc['autotune']}"
+             if doc.get("backend") == "gpu" else
+             f"{host['cpu']} ({host['cpu_count']} cores), {host['blas'].get('text', '')}")
     lines = [
         f"# First calls in a fresh process, with and without the persistent cache "
-        f"(float64, TCCG x{doc['scale']})",
+        f"({doc.get('backend', 'cpu')}, float64, TCCG x{doc['scale']})",
         "",
-        f"Host: {host['cpu']} ({host['cpu_count']} cores), {host['blas'].get('text', '')}; "
-        f"gpu_tc {host['gpu_tc']}, numpy {host['numpy']}.",
+        f"Host: {where}; gpu_tc {host['gpu_tc']}, numpy {host['numpy']}.",
         f"Command: `{doc['command']}`",
         "",
         f"{doc['repeat']} processes per mode, alternating; ms as median [min-max]. "
@@ -140,15 +163,22 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=0.5, help="every extent times this")
     parser.add_argument("--repeat", type=int, default=5, help="processes per mode")
     parser.add_argument("--calls", type=int, default=24, help="calls per process (>= 20)")
+    parser.add_argument("--backend", choices=("cpu", "gpu"), default="cpu",
+                        help="NumPy (cpu) or CuPy (gpu) operands")
+    parser.add_argument("--autotune", type=int, default=0,
+                        help="plan.autotune(N) after prepare (cuTENSOR stages on the GPU)")
     parser.add_argument("--output", type=Path, help="write JSON here (and .md beside it)")
     args = parser.parse_args()
     wanted = {int(x) for x in args.cases.split(",")}
     chosen = [c for c in tccg_cases("float64", scale=args.scale) if c.id in wanted]
     doc = {"command": "python " + " ".join(sys.argv), "scale": args.scale,
-           "repeat": args.repeat, "calls": args.calls, "host": environment.host(),
-           "cases": []}
+           "backend": args.backend, "autotune": args.autotune, "repeat": args.repeat,
+           "calls": args.calls, "host": environment.host(), "cases": []}
+    if args.backend == "gpu":
+        status = environment.gpu_status()
+        doc["gpu"] = {"devices": list(status.devices), **status.versions}
     for case in chosen:
-        doc["cases"].append(measure_case(case, args.repeat, args.calls))
+        doc["cases"].append(measure_case(case, args))
         print(f"case {case.id}: " + ", ".join(
             f"{mode} first-12 {s['settling']['median'] * 1e3:.3g} ms"
             for mode, s in doc["cases"][-1]["modes"].items()), flush=True)

@@ -6,7 +6,7 @@ planning the same problem on the same host starts from that choice instead of ti
 again (its re-checks still run, later). ``<host>`` is a digest of what makes timings
 differ between machines and set-ups: CPU model and the cores this process may use,
 NumPy and the BLAS it was built with, the environment variables that override BLAS
-kernels and threads (dask's workers set them to one thread), numba. ``host.json``
+kernels and threads (dask's workers set them to one thread). ``host.json``
 beside the records spells it out. A thread limit set at run time
 (``threadpoolctl.threadpool_limits``) is not part of it: probing it would cost each
 process several milliseconds, and a decision it makes wrong is undone at the re-check.
@@ -19,14 +19,13 @@ import json
 import os
 import platform
 from collections.abc import Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gpu_tc import disk_cache
-from gpu_tc.bench.environment import cpu_name
+from gpu_tc.bench.cpu_model import cpu_name
 
 OVERRIDE_PREFIXES = ("OPENBLAS_", "GOTO", "MKL_", "OMP_", "BLIS_", "NUMBA_")
 
@@ -86,10 +85,6 @@ def host() -> dict[str, Any]:
         "overrides": {k: v for k, v in sorted(os.environ.items())
                       if k.startswith(OVERRIDE_PREFIXES)},
     }
-    try:
-        found["numba"] = metadata.version("numba")  # importing numba would take 0.2 s
-    except metadata.PackageNotFoundError:
-        found["numba"] = None
     return found
 
 

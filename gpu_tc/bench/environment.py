@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from . import blas_env
+from .cpu_model import cpu_name
 
 
 @dataclass(frozen=True)
@@ -61,19 +62,6 @@ def blas() -> dict[str, Any]:
     threadpoolctl's view when installed, else NumPy's build info, saying so.
     """
     return blas_env.loaded()[0]
-
-
-@lru_cache(maxsize=1)
-def cpu_name() -> str:
-    """The CPU model from /proc/cpuinfo where there is one, else platform's guess."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def host(blas_found: blas_env.BlasEnvironment | None = None) -> dict[str, Any]:

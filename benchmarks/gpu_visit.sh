@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# One visit to a GPU host (issue #11): everything there is to learn in one command per
+# mode, each well inside 10 minutes, results packed into a few files under OUT.
+#
+#   benchmarks/gpu_visit.sh tests OUT    versions; the whole test suite with the gpu
+#                                        tests (all cores, no stop at a failure, long
+#                                        tracebacks, junit XML); the selftest as the
+#                                        Docker image runs it; first calls with and
+#                                        without the persistent cache (autotuning on)
+#   benchmarks/gpu_visit.sh tccg OUT     gpu-tc bench tccg, float64 and float32, against
+#                                        every GPU peer (cupy.einsum with CuPy's cuTENSOR
+#                                        accelerator on, nvmath held and function,
+#                                        torch), then cupy.einsum with it off
+#   benchmarks/gpu_visit.sh small OUT    the overhead, permute, trace and reduce suites,
+#                                        float64, the same peers and the same two passes
+#
+# Run from the repository root with gpu_tc importable (on the lent machine: after the
+# staging calls, `source /tmp/stage/env.sh`, which puts the checkout on PYTHONPATH).
+# That machine lacks some of gpu_tc's dependencies; stage them with cuTENSOR:
+#   WHEELS="$(benchmarks/gpu_visit.sh wheels)" ../shared/tools/device-cutensor prepare
+# Each step runs under its own time limit and a failing step does not stop the next.
+set -uo pipefail
+
+mode=${1:-}
+out=${2:-}
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+
+# Wheels the GPU image lacks (its list: /work/.library/device/KINDS.md), besides
+# cuTENSOR and nvmath-python; pure Python except tornado; the versions CI runs here.
+WHEELS="cutensor-cu13==2.8.1 nvmath-python==1.0.0 platformdirs==4.14.7 dask==2026.8.0
+distributed==2026.8.0 cotengra==0.8.3 autoray==0.11.0 tornado==6.6.1 zict==3.0.0
+tblib==3.2.2 partd==1.4.2 locket==1.0.0"
+
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+
+step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $work/NAME.log
+  local name=$1 limit=$2; shift 2
+  echo "== $name (limit ${limit}s): $*" | tee -a "$work/steps.txt"
+  local start=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" > "$work/$name.log" 2>&1
+  local rc=$?
+  echo "== $name: exit $rc after $((SECONDS - start))s" | tee -a "$work/steps.txt"
+  tail -n 5 "$work/$name.log"
+}
+
+versions() {
+  {
+    date -u
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+    $PY - <<'PY'
+import json, platform, sys
+from gpu_tc.bench import environment
+status = environment.gpu_status()
+found = {"python": platform.python_version(), "available": status.available,
+         "reason": status.reason, "devices": list(status.devices), **status.versions}
+for name in ("torch", "numpy", "numba", "opt_einsum", "dask", "distributed", "cotengra"):
+    found[name] = environment.package_version(name)
+found["host"] = environment.host()
+print(json.dumps(found, indent=1, default=str))
+PY
+  } > "$work/versions.txt" 2>&1
+  cat "$work/versions.txt"
+}
+
+pack() {  # the logs as few files: steps.txt, versions.txt and one archive
+  cp "$work/steps.txt" "$work/versions.txt" "$out/" 2>/dev/null
+  tar -C "$work" -czf "$out/$mode.tar.gz" .
+  ls -la "$out"
+}
+
+[ -n "$mode" ] || usage
+if [ "$mode" = wheels ]; then echo $WHEELS; exit 0; fi
+[ -n "$out" ] || usage
+mkdir -p "$out"
+work=$(mktemp -d /tmp/gpu-visit-XXXX)
+: > "$work/steps.txt"
+versions
+
+case "$mode" in
+  tests)
+    step tests 420 $PY -m pytest -n "$(nproc)" -p no:cacheprovider --tb=long -rfEs \
+      --junitxml="$work/junit.xml"
+    cp "$work/tests.log" "$out/" 2>/dev/null
+    step selftest 120 $PY -m gpu_tc selftest            # the image's default command
+    step first-call 240 $PY benchmarks/first_call.py --backend gpu --autotune 8 \
+      --cases 3,13,20 --repeat 3 --output "$work/first-call-gpu.json"
+    ;;
+  tccg)
+    export CUPY_ACCELERATORS=cub,cutensor
+    step tccg 420 $PY -m gpu_tc bench tccg --backend gpu --dtype float64,float32 \
+      --no-memory --output "$work/bench"
+    CUPY_ACCELERATORS="" step tccg-cupy-plain 150 $PY -m gpu_tc bench tccg --backend gpu \
+      --dtype float64 --peers cupy --no-memory --output "$work/bench-cupy-plain"
+    ;;
+  small)
+    export CUPY_ACCELERATORS=cub,cutensor
+    step small 360 $PY -m gpu_tc bench overhead permute trace reduce --backend gpu \
+      --dtype float64 --output "$work/bench"
+    CUPY_ACCELERATORS="" step small-cupy-plain 180 $PY -m gpu_tc bench overhead permute \
+      trace reduce --backend gpu --dtype float64 --peers cupy --output "$work/bench-cupy-plain"
+    ;;
+  *) usage ;;
+esac
+pack
