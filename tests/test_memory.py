@@ -263,10 +263,10 @@ def test_tile_problem_shortens_labels_and_keeps_strides():
 
 
 def test_default_budget_is_a_fifth_of_the_operands_with_a_floor():
-    big = _problem(PACKED, {x: 40 for x in "abcdef"})
-    operands = 3 * 40**4 * 8
+    big = _problem(PACKED, {x: 64 for x in "abcdef"})
+    operands = 3 * 64**4 * 8
     assert default_budget(big) == int(0.2 * operands)
-    assert default_budget(_problem(PACKED, EXTENTS)) == 4 << 20
+    assert default_budget(_problem(PACKED, EXTENTS)) == 32 << 20
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
