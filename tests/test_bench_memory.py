@@ -65,9 +65,10 @@ def test_probe_measures_the_copy_numpy_makes_of_a_transposed_operand():
 
 @needs_linux
 def test_a_warm_probe_leaves_out_the_first_call_and_its_result():
-    # gpu_tc runs "acb,cd->abd" as batched GEMMs on views: no copy, so a warm call adds
-    # (almost) nothing; the first call's result (0.5 MiB) is gone before the baseline.
-    case = _case("acb,cd->abd")
+    # gpu_tc runs "abc,cd->abd" as one GEMM in place (either orientation): no copy, so
+    # a warm call adds (almost) nothing; the first call's result (0.5 MiB) is gone
+    # before the baseline.
+    case = _case("abc,cd->abd")
     fresh = memory.measure(case, "gpu_tc", "cpu")
     warm = memory.measure(case, "gpu_tc", "cpu", warm=True)
     assert fresh.reason is None and warm.reason is None
