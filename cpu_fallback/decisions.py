@@ -35,7 +35,7 @@ def recall(key: str, names: Sequence[str]) -> dict[str, Any] | None:
     seconds per variant}, or None (none saved, the cache off, or other variants)."""
     store = _store()
     record = None if store is None else store.load(_full_key(key, names))
-    if record is None or record.get("names") != list(names):
+    if record is None or record.get("best") not in names:  # the key holds the names
         return None
     return {"best": list(names).index(record["best"]), "medians": record["medians"]}
 
@@ -66,7 +66,7 @@ def _store_in(directory: Path, described: str) -> disk_cache.RecordStore:
     description = store.directory / "host.json"
     if not description.exists():
         try:
-            disk_cache.write_atomic(description, described.encode())
+            disk_cache.write_atomic(description, lambda temporary: temporary.write_text(described))
         except OSError:
             pass  # the records' own saves warn about a directory that cannot be written
     return store
@@ -75,7 +75,7 @@ def _store_in(directory: Path, described: str) -> disk_cache.RecordStore:
 @functools.cache
 def host() -> dict[str, Any]:
     """What the decisions of this process depend on besides the problem."""
-    found: dict[str, Any] = {
+    return {
         "machine": platform.machine(),
         "cpu": cpu_name(),
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
@@ -85,7 +85,6 @@ def host() -> dict[str, Any]:
         "overrides": {k: v for k, v in sorted(os.environ.items())
                       if k.startswith(OVERRIDE_PREFIXES)},
     }
-    return found
 
 
 def _blas() -> str:

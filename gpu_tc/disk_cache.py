@@ -22,6 +22,7 @@ import os
 import tempfile
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,27 +53,19 @@ def digest(text: str, length: int = 16) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` whole: a temporary file in the same directory, then a
-    rename over ``path``."""
+def write_atomic(path: Path, write: Callable[[Path], object]) -> None:
+    """Have ``write(temporary)`` write a file beside ``path``, then rename it over
+    ``path``; whatever ``write`` raises leaves ``path`` as it was (and no temporary)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(handle)
+    temporary = Path(name)
     try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
+        write(temporary)
         os.replace(temporary, path)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
-
-
-def temporary_path(path: Path) -> Path:
-    """A fresh name beside ``path`` for a library that writes files itself (rename it
-    over ``path`` with ``os.replace`` once written)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(handle)
-    return Path(temporary)
 
 
 def warn_once(directory: Path, why: str, detail: str) -> None:
@@ -151,7 +144,8 @@ class RecordStore:
         written only loses the record (with a warning)."""
         record = {"format": FORMAT, "gpu_tc": __version__, "key": key, "value": value}
         try:
-            write_atomic(self.path(key), json.dumps(record, indent=1).encode())
+            text = json.dumps(record, indent=1)
+            write_atomic(self.path(key), lambda temporary: temporary.write_text(text))
         except OSError as err:
             warn_once(self.directory, "unwritable",
                       f"cannot be written ({err}); decisions are not kept")

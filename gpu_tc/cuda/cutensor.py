@@ -62,13 +62,13 @@ class Handle:
                     status="CUTENSOR_STATUS_NOT_INITIALIZED",
                 ) from err
         self.device = device
+        self._finalizer = weakref.finalize(self, ct.destroy, self.ptr)
         self.cache_folder = plan_cache_file.directory(device)
         self.restored_plans = 0
         if self.cache_folder is not None:
             with cupy.cuda.Device(device):
                 self.restored_plans = plan_cache_file.restore(self.ptr, self.cache_folder)
-        self._finalizer = weakref.finalize(self, ct.destroy, self.ptr)
-        if self.cache_folder is not None:  # made after the destroy, so it runs before it
+            # Made after the destroy's finalizer, so at exit it runs first (newest first).
             weakref.finalize(self, plan_cache_file.save, self.ptr, self.cache_folder)
 
     def save_caches(self) -> None:

@@ -7,14 +7,14 @@ versions and the same GPU (architecture and multiprocessor count), so gpu_tc kee
 in ``<cache dir>/cutensor/<those, spelled out>/``: read when a device's handle is
 created, written when autotuning has finished a plan and when the process exits, each
 time under a temporary name then renamed over the old file
-(:func:`gpu_tc.disk_cache.temporary_path`). A file cuTENSOR refuses is ignored with a
+(:func:`gpu_tc.disk_cache.write_atomic`). A file cuTENSOR refuses is ignored with a
 :class:`gpu_tc.errors.CacheWarning`.
 """
 
 from __future__ import annotations
 
-import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import cupy
@@ -81,21 +81,16 @@ def _resize(handle: int, folder: Path) -> bool:
 
 def save(handle: int, folder: Path) -> None:
     """Write ``handle``'s caches to ``folder`` (each whole, then renamed into place); a
-    failure only loses the files, with a warning."""
-    for name, write in ((PLAN_FILE, ct.handle_write_plan_cache_to_file),
-                        (KERNEL_FILE, ct.write_kernel_cache_to_file)):
-        target = folder / name
-        try:
-            temporary = disk_cache.temporary_path(target)
-        except OSError as err:
-            disk_cache.warn_once(folder, "unwritable",
-                                 f"cannot be written ({err}); plans are not kept")
-            return
-        try:
-            write(handle, str(temporary))
-            os.replace(temporary, target)
-        except (ct.cuTENSORError, OSError) as err:
-            temporary.unlink(missing_ok=True)
-            disk_cache.warn_once(folder, f"writing {name}", f"{name} not written ({err})")
-        else:
-            disk_cache.count("saved")
+    failure only loses the file, with a warning."""
+    _save_one(folder / PLAN_FILE, ct.handle_write_plan_cache_to_file, handle)
+    _save_one(folder / KERNEL_FILE, ct.write_kernel_cache_to_file, handle)
+
+
+def _save_one(target: Path, write: Callable[[int, str], None], handle: int) -> None:
+    try:
+        disk_cache.write_atomic(target, lambda temporary: write(handle, str(temporary)))
+    except (ct.cuTENSORError, OSError) as err:
+        disk_cache.warn_once(target.parent, f"writing {target.name}",
+                             f"{target.name} not written ({err})")
+    else:
+        disk_cache.count("saved")
