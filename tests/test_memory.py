@@ -232,8 +232,9 @@ def test_contiguous_run_stops_at_the_first_cut_axis():
 
 def test_choose_keeps_tiles_square_and_runs_long():
     """TCCG case 20 at full size under its default budget: no tile dimension below 512
-    (its 2 x 8 tiles are 2592 x 648) and no chunk of an operand's innermost axis shorter than 128 bytes (a cut of 'd' in
-    chunks of 3 ran 30% slower than unbounded on the reference host)."""
+    (its 2 x 8 tiles are 2592 x 648) and no chunk of an operand's innermost axis
+    shorter than 128 bytes (a cut of 'd' in chunks of 3 ran 30% slower than unbounded
+    on the reference host)."""
     problem = _problem(PACKED, dict.fromkeys("abcdef", 72))
     tiling = choose(problem, "heuristic", default_budget(problem), staged=False)
     assert 1 < tiling.tiles and tiling.peak_bytes <= default_budget(problem)
