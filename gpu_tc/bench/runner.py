@@ -251,8 +251,9 @@ def _run_case(
             progress.done()
     metric = suites.metric(case.suite)
     for item in live:
-        item.runner.close()
         entry = results[item.peer.name]
+        entry["route"] = item.runner.route() or entry["route"]
+        item.runner.close()
         if entry["error"] is None and item.samples:
             measured = timing.Timing.of(item.samples, item.number)
             entry.update(seconds=measured.median, best=measured.best,
@@ -298,7 +299,7 @@ def _prepare(
     runner = None
     try:
         runner = peer.build(case, operands)
-        entry["route"] = runner.route or None
+        entry["route"] = runner.route()
         start = time.perf_counter()
         first = runner.call()
         runner.sync()
