@@ -430,3 +430,18 @@ def test_bench_scale_end_to_end(tmp_path, capsys):
                 f"({report.number(min(values))}-{report.number(max(values))})")
         row = next(line for line in markdown.splitlines() if line.startswith(f"| {case['id']} |"))
         assert re.split(r" \| ", row)[4] == cell
+
+
+@pytest.mark.parametrize("suite", ["reduce", "permute", "trace"])
+def test_every_suite_reports_gpu_tcs_route(suite):
+    """The route column names the plan gpu_tc ran (asked after the timed calls), for the
+    permute and reduce suites too, and each result is checked against numpy's."""
+    from gpu_tc.bench.progress import Progress
+
+    cases = suites.cases(suite, "float64", quick=True)[:2]
+    plan = runner.SuitePlan(suite, "float64", cases, [PEERS["numpy"]])
+    doc = runner.run(plan, FAST, Progress(plan.steps(FAST.repeat), io.StringIO(), bar=False))
+    expected = {"reduce": "reduce", "trace": "reduce", "permute": "permute"}[suite]
+    for case in doc["cases"]:
+        assert case["results"]["gpu_tc"]["route"].startswith(expected)
+        assert case["results"]["numpy"]["rel_error"] < 1e-12
