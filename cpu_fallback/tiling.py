@@ -36,12 +36,12 @@ SHORT_RUN_BYTES = 64
 # Per role, the labels tried as cuts: those with the largest strides in that operand.
 LABELS_PER_ROLE = 2
 # Without a memory limit, copies may take this fraction of the bytes of A, B and D
-# together (under the quarter issue 19 allows, room left for the rest of a call), and at
-# least DEFAULT_MIN_BYTES: below it the memory saved is small against a process's own
-# (NumPy, numba: 100+ MiB) while tiles cost time (TCCG cases 20-30 at half extents, 38
-# MiB of operands, ran 1.6x slower in 16 tiles under an 8 MiB budget). At full extents
-# a fifth cut cases 20-30 into 4 x 4 tiles (each operand chunk packed 4 times), 16%
-# slower than untiled; 0.23 admits 2 x 8 tiles, 4% slower (measured side by side).
+# together (under a quarter, room left for the rest of a call), and at least
+# DEFAULT_MIN_BYTES: below it the memory saved is small against a process's own (NumPy,
+# numba: 100+ MiB) while tiles cost time (TCCG cases 20-30 at half extents, 38 MiB of
+# operands, ran 1.6x slower in 16 tiles under an 8 MiB budget). At full extents a fifth
+# cut cases 20-30 into 4 x 4 tiles (the inner operand packed 4 times), 1.10-1.19x the
+# untiled time; 0.23 admits 2 x 8 tiles (packed twice), 1.06-1.12x (side by side).
 DEFAULT_FRACTION = 0.23
 DEFAULT_MIN_BYTES = 32 << 20
 

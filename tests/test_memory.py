@@ -246,9 +246,10 @@ def test_choose_keeps_tiles_square_and_runs_long():
 
 
 def test_the_default_budget_packs_each_operand_chunk_at_most_twice():
-    """TCCG case 20 at full size: one operand in 2 chunks held while the other's chunks
-    run (615 MiB copied in all: A, B and D once each, plus one repacking of the inner
-    operand), not 4 x 4 tiles repacking it 4 times (16% slower on the reference host)."""
+    """TCCG case 20 at full size: one operand in 2 chunks, each held while the other's
+    chunks run (615 MiB copied in all: the held operand once, the other twice; D is
+    written in place), not 4 x 4 tiles repacking the other 4 times (16% slower than
+    unbounded on the reference host)."""
     problem = _problem(PACKED, dict.fromkeys("abcdef", 72))
     tiling = choose(problem, "heuristic", default_budget(problem), staged=False)
     assert tiling.outer is not None and tiling.outer.count == 2

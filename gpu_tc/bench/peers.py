@@ -102,10 +102,10 @@ def _gpu_tc(case: Case, ops: list[Any]) -> Runner:
         route = gpu_tc.prepare(case.expr, ops[0]).route
         if case.kind == "permute":
             out = _empty_like_output(case, ops)
-            return Runner(lambda: gpu_tc.permute(case.expr, ops[0], out=out), host, sync,
-                          route=lambda: route)
-        return Runner(lambda: gpu_tc.reduce(case.expr, ops[0]), host, sync,
-                      route=lambda: route)
+            call = lambda: gpu_tc.permute(case.expr, ops[0], out=out)  # noqa: E731
+        else:
+            call = lambda: gpu_tc.reduce(case.expr, ops[0])  # noqa: E731
+        return Runner(call, host, sync, route=lambda: route)
     args = (case.expr, *ops)
     return Runner(lambda: gpu_tc.einsum(*args), host, sync, route=lambda: _cached_route(args))
 
