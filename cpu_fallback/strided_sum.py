@@ -1,6 +1,10 @@
 """Sums over strided views by numba loops: a route that competes with NumPy's ufunc
 reductions where the data are strided (traces, partial traces, sums across the
-fastest axis), chosen between by timing (cpu_fallback.measure)."""
+fastest axis), chosen between by timing (cpu_fallback.measure). The loops run on one
+thread or share their outer loop among numba's threads: which is faster depends on
+the size, the access pattern and how busy the host is (waking the threads costs
+~0.1-0.2 ms on 2 cores; 'ijkj->ik' of a 64^4 array, 2 MiB read, ran 3.5x faster
+threaded), so both variants are timed too."""
 
 from __future__ import annotations
 
@@ -17,47 +21,46 @@ from gpu_tc.problem import ReductionProblem, contiguous_spec
 
 from .blocked import numba_available
 from .permute import write_scaled
-from .reduction import traffic
 from .sum_layout import SumLayout, sum_layout
 
 # Below this many elements NumPy's reduction costs microseconds: nothing to win.
 MIN_ELEMENTS = 1 << 14
-# From this much memory traffic the outer loop is shared among numba's threads: they
-# wait passively between launches (cpu_fallback.numba_pool), and waking them costs
-# ~0.2 ms on 2 cores, more than a smaller sum gains from a second thread.
-PARALLEL_TRAFFIC = 1 << 26
 # bool sums are logical ors (NumPy's); float16 never reaches a plan (computed in float32).
 _DTYPES = "bBhHiIlLqQfdFD"
 
 
-def kernel_plan(problem: ReductionProblem) -> KernelSumPlan | None:
-    """The numba plan of a SUM of a strided view, or None where it does not apply (an
-    operator, another reduction, a dtype it does not sum, a small or contiguous sum,
-    no numba)."""
+def kernel_plans(problem: ReductionProblem) -> tuple[KernelSumPlan, ...]:
+    """The numba plans of a SUM of a strided view: on one thread, and threaded where
+    the outer loop has more than one index; none where they do not apply (an operator,
+    another reduction, a dtype they do not sum, a small or contiguous sum, no numba)."""
     a = problem.a
     if (problem.op_reduce is not ReduceOp.SUM or problem.op_a is not UnaryOp.IDENTITY
             or a.dtype not in _DTYPES or a.size < MIN_ELEMENTS or not numba_available()
             or _kernels() is None):
-        return None
+        return ()
     layout = sum_layout(problem, problem.d)
-    return None if layout is None else KernelSumPlan(problem, layout)
+    if layout is None:
+        return ()
+    threaded = (KernelSumPlan(problem, layout, threaded=True),)
+    return (KernelSumPlan(problem, layout),) + (threaded if layout.kept_src.size > 1 else ())
 
 
 class KernelSumPlan(PlanDefaults):
-    """D = alpha * sum(A) + beta * C by the loop nest of cpu_fallback.sum_layout."""
+    """D = alpha * sum(A) + beta * C by the loop nest of cpu_fallback.sum_layout, on one
+    thread or (``threaded``) with the outer loop shared among numba's threads."""
 
-    route = "reduce:loops"
-
-    def __init__(self, problem: ReductionProblem, layout: SumLayout) -> None:
+    def __init__(self, problem: ReductionProblem, layout: SumLayout,
+                 threaded: bool = False) -> None:
         d = problem.d
         self.problem = problem
         self.layout = layout
         self._folded = contiguous_spec(d.labels, d.extents, d.dtype)
         self._folded_layout = sum_layout(problem, self._folded)
-        self._parallel = traffic(problem.a) >= PARALLEL_TRAFFIC and layout.kept_src.size > 1
+        self._parallel = threaded
+        self.route = "reduce:threaded-loops" if threaded else "reduce:loops"
         n, stride, _ = layout.inner
         inner = "kept" if layout.inner_kept else "summed"
-        threads = "numba's threads" if self._parallel else "one thread"
+        threads = "numba's threads" if threaded else "one thread"
         self.reason = (
             f"SUM by numba loops on a strided view, no copy of A: inner axis {inner} "
             f"({n} x stride {stride}), {layout.kept_src.size} outer x "

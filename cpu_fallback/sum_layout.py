@@ -84,9 +84,10 @@ def _extent(extents: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, in
 
 def _offsets(axes: list[tuple[int, int]], base: int) -> np.ndarray:
     """The offset of every index of ``axes`` ((extent, stride), the last varying
-    fastest), plus ``base``."""
+    fastest), plus ``base``. Left writeable: numba's loops ran 2-3x slower reading
+    the offsets from read-only arrays (a 64^4 'ijkj->ik', one thread: 0.77 ms
+    against 0.30)."""
     offsets = np.full(1, base, np.int64)
     for extent, stride in axes:
         offsets = (offsets[:, None] + np.arange(extent, dtype=np.int64) * stride).ravel()
-    offsets.flags.writeable = False
     return offsets

@@ -1,15 +1,20 @@
 """Sums of strided views by numba loops (cpu_fallback.strided_sum): the loop nest, and
 agreement with the reference kernel on traces, partial traces, negative strides,
-windows, scalars and dtypes; the route competes with NumPy's by timing."""
+windows, scalars and dtypes, on one thread and threaded; the routes compete with NumPy's
+by timing."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from numpy.lib.stride_tricks import as_strided
 
 import gpu_tc
-from cpu_fallback.strided_sum import MIN_ELEMENTS, kernel_plan
+from cpu_fallback.strided_sum import MIN_ELEMENTS, kernel_plans
 from cpu_fallback.sum_layout import sum_layout
 from gpu_tc import reference
 from gpu_tc.backend import Scalars
@@ -47,25 +52,37 @@ def test_a_contiguous_summed_inner_axis_is_left_to_numpys_pairwise_sum():
     assert kept is not None and kept.inner == (512, 1, 1)
 
 
-def test_only_large_identity_sums_of_summable_dtypes_get_the_plan():
+def test_only_large_identity_sums_of_summable_dtypes_get_the_plans():
     a = _spec("ikj", (64, 64, 64), (64**3, 64, 64**2 + 1))
-    assert kernel_plan(ReductionProblem(a, _out(a, "ik"))) is not None
-    assert kernel_plan(ReductionProblem(a, _out(a, "ik"), op_reduce=ReduceOp.MAX)) is None
-    assert kernel_plan(ReductionProblem(a, _out(a, "ik"), op_a=UnaryOp.ABS)) is None
+    plans = kernel_plans(ReductionProblem(a, _out(a, "ik")))
+    assert [plan.route for plan in plans] == ["reduce:loops", "reduce:threaded-loops"]
+    assert kernel_plans(ReductionProblem(a, _out(a, "ik"), op_reduce=ReduceOp.MAX)) == ()
+    assert kernel_plans(ReductionProblem(a, _out(a, "ik"), op_a=UnaryOp.ABS)) == ()
     booleans = _spec("ikj", (64, 64, 64), (64**3, 64, 64**2 + 1), "?")
-    assert kernel_plan(ReductionProblem(booleans, _out(booleans, "ik"))) is None
+    assert kernel_plans(ReductionProblem(booleans, _out(booleans, "ik"))) == ()
     small = _spec("ij", (8, 8), (1, 8))
     assert small.size < MIN_ELEMENTS
-    assert kernel_plan(ReductionProblem(small, _out(small, "j"))) is None
+    assert kernel_plans(ReductionProblem(small, _out(small, "j"))) == ()
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128", "int64",
-                                   "int8", "uint32"])
+def test_a_single_outer_index_has_nothing_to_share_among_threads():
+    # 'abcd->d' of a C-ordered 64^4 array: one output row, every other index summed
+    a = _spec("abcd", (64,) * 4, (64**3, 64**2, 64, 1))
+    plans = kernel_plans(ReductionProblem(a, _out(a, "d")))
+    assert [plan.route for plan in plans] == ["reduce:loops"]
+    assert "one thread" in plans[0].reason
+
+
+@pytest.mark.parametrize(("dtype", "threaded"), [
+    ("float32", False), ("float64", False), ("complex64", False), ("complex128", False),
+    ("int64", False), ("int8", False), ("uint32", False),
+    ("float64", True), ("complex64", True), ("int8", True)])
 @pytest.mark.parametrize("view", ["plain", "negative", "window"])
 @pytest.mark.parametrize("kept", ["ik", "ki", "", "k"])
-def test_the_loops_sum_as_the_reference_does(rng, dtype, view, kept):
+def test_the_loops_sum_as_the_reference_does(rng, dtype, threaded, view, kept):
     """The diagonal view (i, k, j) of 'ijkj' (strides 64^3, 64, 64^2 + 1, or their
-    negatives, or a window's), summed over j (and i where not kept) into any layout."""
+    negatives, or a window's), summed over j (and i where not kept) into any layout:
+    inner rows written contiguously ('ik', 'k'), at a stride ('ki'), or summed ('')."""
     def values(shape):  # integers small and positive: their sums are exact everywhere
         if np.dtype(dtype).kind in "iu":
             return rng.integers(0, 4, size=shape).astype(dtype)
@@ -81,8 +98,12 @@ def test_the_loops_sum_as_the_reference_does(rng, dtype, view, kept):
     diagonal = as_strided(a, (32, 16, 64), (s[0], s[2], s[1] + s[3]))
     spec = _spec("ikj", diagonal.shape, tuple(x // a.itemsize for x in diagonal.strides),
                  np.dtype(dtype).char)
-    plan = kernel_plan(ReductionProblem(spec, _out(spec, kept)))
-    assert plan is not None
+    plans = kernel_plans(ReductionProblem(spec, _out(spec, kept)))
+    if threaded and kept in ("", "k"):  # i is summed: one outer index, no threaded plan
+        assert len(plans) == 1
+        return
+    plan = plans[-1] if threaded else plans[0]
+    assert ("numba's threads" in plan.reason) == threaded
     d = np.full([spec.extent(x) for x in kept], 7, dtype)
     plan.execute((diagonal,), d, Scalars(), None)
     expected = reference.einsum(f"ikj->{kept}", diagonal)
@@ -97,21 +118,60 @@ def test_the_loops_sum_as_the_reference_does(rng, dtype, view, kept):
 def test_alpha_beta_and_an_addend(rng):
     a = rng.standard_normal((32, 64, 32, 64))
     problem = gpu_tc.prepare("ijkj->ik", a)._plan.program.final
-    plan = kernel_plan(problem)
     view = as_strided(a, problem.a.extents, tuple(s * 8 for s in problem.a.strides))
-    c = rng.standard_normal((32, 32))
-    d = np.empty((32, 32))
-    plan.execute((view,), d, Scalars(2.0, -3.0), c)
-    np.testing.assert_allclose(d, 2 * np.einsum("ijkj->ik", a) - 3 * c, rtol=1e-12, atol=1e-12)
-    before = c.copy()
-    plan.execute((view,), c, Scalars(1.0, 1.0), c)  # the addend is the output itself
-    np.testing.assert_allclose(c, before + np.einsum("ijkj->ik", a), rtol=1e-12, atol=1e-12)
+    for plan in kernel_plans(problem):
+        c = rng.standard_normal((32, 32))
+        d = np.empty((32, 32))
+        plan.execute((view,), d, Scalars(2.0, -3.0), c)
+        np.testing.assert_allclose(d, 2 * np.einsum("ijkj->ik", a) - 3 * c,
+                                   rtol=1e-12, atol=1e-12)
+        before = c.copy()
+        plan.execute((view,), c, Scalars(1.0, 1.0), c)  # the addend is the output itself
+        np.testing.assert_allclose(c, before + np.einsum("ijkj->ik", a),
+                                   rtol=1e-12, atol=1e-12)
 
 
-def test_einsum_measures_both_routes_and_every_result_is_right(rng):
+def test_einsum_measures_the_three_routes_and_every_result_is_right(rng):
     a = rng.standard_normal((64, 64, 64, 64))
     expected = np.einsum("ijkj->ik", a)
     plan = gpu_tc.prepare("ijkj->ik", a)
-    for _ in range(12):
+    for _ in range(12):  # each route warmed up once, then timed three times
         np.testing.assert_allclose(plan.execute(a), expected, rtol=1e-12, atol=1e-10)
-    assert "measured:" in plan.reason and "reduce:loops" in plan.reason
+    assert "measured:" in plan.reason
+    for route in ("reduce ", "reduce:loops ", "reduce:threaded-loops "):
+        assert route in plan.reason
+
+
+_SUM_IN_A_FRESH_PROCESS = """
+import sys
+import numpy as np
+from cpu_fallback import sum_kernel
+from cpu_fallback.strided_sum import kernel_plans
+from gpu_tc.backend import Scalars
+from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
+
+threaded = sys.argv[1] == "threaded"
+a = np.arange(256.0 * 64 * 64).reshape(256, 64, 64)
+spec = TensorSpec("bi", (256, 64), (64 * 64, 65), "d")  # the diagonals of 'bii->b'
+problem = ReductionProblem(spec, contiguous_spec("b", (256,), "d"))
+plan = kernel_plans(problem)[-1 if threaded else 0]
+d = np.empty(256)
+view = np.lib.stride_tricks.as_strided(a, (256, 64), (64 * 64 * 8, 65 * 8))
+plan.execute((view,), d, Scalars(), None)
+assert np.array_equal(d, view.sum(axis=1))
+print(sum(sum_kernel.compiled(parallel=threaded).stats.cache_hits.values()))
+"""
+
+
+def test_numbas_disk_cache_keeps_the_threaded_kernel_apart(tmp_path):
+    """numba's cache keys a function by source and argument types, not by parallel=:
+    a threaded kernel must not be loaded from the entry a one-thread sum left."""
+    def cache_hits(variant: str) -> int:
+        env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+        done = subprocess.run([sys.executable, "-c", _SUM_IN_A_FRESH_PROCESS, variant],
+                              env=env, capture_output=True, text=True, check=True)
+        return int(done.stdout.split()[-1])
+
+    assert cache_hits("one-thread") == 0
+    assert cache_hits("threaded") == 0  # compiled, not the one-thread entry
+    assert cache_hits("threaded") == 1  # the cache still serves it
