@@ -313,13 +313,15 @@ def test_numpy_compat_is_reachable_from_bench_peers_namespace():
         assert callable(getattr(gpu_tc, name))
 
 
-def test_a_cold_first_call_does_not_size_the_runs():
+@pytest.mark.parametrize("cold_calls", [1, 3])
+def test_cold_first_calls_do_not_size_the_runs(cold_calls):
+    """A measured plan warms each of its variants up once: several cold calls."""
     calls = []
 
     def cold_then_fast(case, ops):
         def call():
             calls.append(1)
-            if len(calls) == 1:
+            if len(calls) <= cold_calls:
                 time.sleep(0.05)  # plans, page faults: far longer than min_run_time
             return np.einsum(case.expr, *ops)
 
@@ -330,7 +332,7 @@ def test_a_cold_first_call_does_not_size_the_runs():
     peer = Peer("cold", "slow first call", "cpu", "numpy", peers.ALL_KINDS, cold_then_fast)
     entry, _, live = runner._prepare(peer, case, case.operands(), settings)
     assert entry["error"] is None and live is not None
-    assert live.number > 1  # sized from a warm call, not from the 50 ms first one
+    assert live.number > 1  # sized from a warm call, not from the 50 ms cold ones
 
 
 def _with_samples(doc: dict) -> dict:

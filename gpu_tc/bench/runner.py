@@ -23,8 +23,11 @@ from .progress import Progress
 from .suites import Case
 from .timing import no_sync
 
-# Warm-up calls shorter than this are timed once more before sizing the runs.
-RETIME_BELOW = 1.0
+# After the first call, single calls are timed (at most RETIME_CALLS, for at most
+# RETIME_SECONDS) and the runs sized from the fastest: the first calls may be cold
+# (plans, page faults, kernels compiled, a measured plan warming each variant up once).
+RETIME_CALLS = 16
+RETIME_SECONDS = 1.0
 
 # A peer's result "mismatches" when its relative error against gpu_tc's exceeds this.
 TOLERANCE = {"float32": 1e-3, "complex64": 1e-3, "float64": 1e-9, "complex128": 1e-9}
@@ -308,11 +311,13 @@ def _prepare(
         del first
         for _ in range(settings.warmup - 1):
             elapsed = timing.run(runner.call, 1, runner.sync)
-        if elapsed < RETIME_BELOW:
-            # A first call may be cold (plans, page faults, a garbage collection): sizing
-            # the runs from it alone can leave a microsecond call timed once per run.
+        fastest, spent = elapsed, 0.0
+        for _ in range(RETIME_CALLS):
+            if spent + fastest >= RETIME_SECONDS:
+                break
             elapsed = timing.run(runner.call, 1, runner.sync)
-        number = timing.calibrate(runner.call, elapsed, settings.min_run_time, runner.sync)
+            fastest, spent = min(fastest, elapsed), spent + elapsed
+        number = timing.calibrate(runner.call, fastest, settings.min_run_time, runner.sync)
     except Exception as err:  # noqa: BLE001 - a failing implementation is reported, not fatal
         entry["error"] = _describe(err)
         if runner is not None:
