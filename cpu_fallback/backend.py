@@ -27,7 +27,7 @@ from .orientation import OrientationTrial, contraction_flops
 from .permute import CpuPermutationPlan
 from .pool import HOST_POOL
 from .reduction import CpuReductionPlan
-from .strided_sum import kernel_plans
+from .strided_sum import strided_sum_plans
 from .tiling import default_budget
 
 
@@ -151,13 +151,13 @@ class CpuBackend:
 
     def reduction_plan(self, problem: ReductionProblem, options: Options) -> PrimitivePlan:
         """A ufunc reduction on a view, split over threads when large; for a large sum
-        of a strided view, that and numba loops on one thread or several
-        (cpu_fallback.strided_sum), timed."""
+        of a strided view, that, numpy.einsum's loops and numba loops on one thread or
+        several (cpu_fallback.strided_sum), timed."""
         plan = CpuReductionPlan(problem, options.memory_limit)
-        loops = kernel_plans(problem)
-        if not loops:
+        others = strided_sum_plans(problem, options.memory_limit)
+        if not others:
             return plan
-        return MeasuredPlan([plan, *loops], key=f"reduction {problem!r}")
+        return MeasuredPlan([plan, *others], key=f"reduction {problem!r}")
 
     def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> CpuElementwisePlan:
         """NumPy ufuncs on broadcast views."""

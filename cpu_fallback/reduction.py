@@ -11,6 +11,7 @@ GIL inside the reductions, so the threads run in parallel.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +21,7 @@ import numpy as np
 
 from gpu_tc.backend import PlanDefaults, Scalars
 from gpu_tc.operators import REDUCE, UNARY
-from gpu_tc.options import UnaryOp
+from gpu_tc.options import ReduceOp, UnaryOp
 from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
 
 # Below this many bytes of memory traffic, one thread: the hand-off costs more than it
@@ -62,12 +63,19 @@ def split_axis(shape: tuple[int, ...], strides: tuple[int, ...], threads: int) -
 
 
 class CpuReductionPlan(PlanDefaults):
-    """D = alpha * reduce(op(A)) + beta * C, folding the labels of A missing from D."""
+    """D = alpha * reduce(op(A)) + beta * C, folding the labels of A missing from D by
+    the ufunc's reduction, or (``by_einsum``, for a SUM with no operator, A and D of
+    one dtype) by numpy.einsum's sum-of-products loops, which add whole rows at a
+    time where the ufunc's reduction walks a strided view element by element."""
 
-    route = "reduce"
-
-    def __init__(self, problem: ReductionProblem, budget: int | None = None) -> None:
+    def __init__(self, problem: ReductionProblem, budget: int | None = None,
+                 by_einsum: bool = False) -> None:
+        plain_sum = (problem.op_reduce is ReduceOp.SUM and problem.op_a is UnaryOp.IDENTITY
+                     and problem.a.dtype == problem.d.dtype)
+        if by_einsum and not plain_sum:
+            raise ValueError(f"numpy.einsum sums without an operator, into A's dtype: {problem!r}")
         self.problem = problem
+        self.route = "reduce:einsum" if by_einsum else "reduce"
         a, d = problem.a, problem.d
         d_bytes = d.size * np.dtype(d.dtype).itemsize
         self._axes = tuple(i for i, x in enumerate(a.labels) if x not in d.labels)
@@ -90,11 +98,15 @@ class CpuReductionPlan(PlanDefaults):
             # Where the split axis sits in the target (kept axes in A's order), if kept.
             self._kept_axis = self._split - sum(1 for i in self._axes if i < self._split)
             how = f"split over {threads} threads along label {a.labels[self._split]!r}"
+        kept_axes = [i for i in range(len(a.labels)) if i not in self._axes]
+        self._reduce = (functools.partial(_einsum, list(range(len(a.labels))), kept_axes)
+                        if by_einsum else functools.partial(self._ufunc.reduce, axis=self._axes))
+        by = " by numpy.einsum" if by_einsum else ""
         self.reason = (
-            f"{problem.op_reduce.name} over {len(self._axes)} label(s) on a strided view, "
+            f"{problem.op_reduce.name}{by} over {len(self._axes)} label(s) on a strided view, "
             f"no copy of A, {how}"
         )
-        self.fresh = self._fresh_call()
+        self.fresh = None if by_einsum else self._fresh_call()
 
     def _fresh_call(self) -> Any:
         """``f(a)`` returning D as a new array, one ufunc reduction: when one thread runs
@@ -133,9 +145,9 @@ class CpuReductionPlan(PlanDefaults):
 
     def _reduce_into(self, x: Any, target: Any) -> None:
         """target = reduce(x) over the plan's axes; ``target`` has the kept axes in A's order."""
-        ufunc, axes = self._ufunc, self._axes
+        ufunc, axes, reduce = self._ufunc, self._axes, self._reduce
         if self._split is None or x.size == 0:
-            ufunc.reduce(x, axis=axes, out=target)
+            reduce(x, out=target)
             return
         axis = self._split
         slabs = [_cut(x, axis, part) for part in self._slabs]
@@ -143,16 +155,18 @@ class CpuReductionPlan(PlanDefaults):
             outs = [target] + [np.empty_like(target) for _ in slabs[1:]]
         else:
             outs = [_cut(target, self._kept_axis, part) for part in self._slabs]
-        jobs = [
-            _pool().submit(ufunc.reduce, slab, axis=axes, out=out)
-            for slab, out in zip(slabs[1:], outs[1:])
-        ]
-        ufunc.reduce(slabs[0], axis=axes, out=outs[0])
+        jobs = [_pool().submit(reduce, slab, out=out) for slab, out in zip(slabs[1:], outs[1:])]
+        reduce(slabs[0], out=outs[0])
         for job in jobs:
             job.result()
         if axis in axes:
             for partial in outs[1:]:
                 ufunc(target, partial, out=target)
+
+
+def _einsum(axes: list[int], kept: list[int], x: Any, out: Any) -> None:
+    """out = the sum of ``x`` over the axes not in ``kept`` (numpy.einsum's sublists)."""
+    np.einsum(x, axes, kept, out=out)
 
 
 def _cut(x: Any, axis: int, part: slice) -> Any:

@@ -1,10 +1,12 @@
-"""Sums over strided views by numba loops: a route that competes with NumPy's ufunc
-reductions where the data are strided (traces, partial traces, sums across the
-fastest axis), chosen between by timing (cpu_fallback.measure). The loops run on one
-thread or share their outer loop among numba's threads: which is faster depends on
-the size, the access pattern and how busy the host is (waking the threads costs
-~0.1-0.2 ms on 2 cores; 'ijkj->ik' of a 64^4 array, 2 MiB read, ran 3.5x faster
-threaded), so both variants are timed too."""
+"""Sums over strided views by numpy.einsum's loops and by numba loops: routes that
+compete with NumPy's ufunc reductions where the data are strided (traces, partial
+traces, sums across the fastest axis), chosen between by timing
+(cpu_fallback.measure). numpy.einsum adds whole rows where the ufunc's reduction
+walks element by element ('abcd->ad' of a 64^4 array: 3.4 ms against 6.3 on 2
+cores). The numba loops run on one thread or share their outer loop among numba's
+threads: which is faster depends on the size, the access pattern and how busy the
+host is (waking the threads costs ~0.1-0.2 ms on 2 cores; 'ijkj->ik' of a 64^4
+array, 2 MiB read, ran 3.5x faster threaded), so both variants are timed too."""
 
 from __future__ import annotations
 
@@ -15,18 +17,35 @@ from typing import Any
 
 import numpy as np
 
-from gpu_tc.backend import PlanDefaults, Scalars
+from gpu_tc.backend import PlanDefaults, PrimitivePlan, Scalars
 from gpu_tc.options import ReduceOp, UnaryOp
 from gpu_tc.problem import ReductionProblem, contiguous_spec
 
 from .blocked import numba_available
 from .permute import write_scaled
+from .reduction import CpuReductionPlan
 from .sum_layout import SumLayout, sum_layout
 
 # Below this many elements NumPy's reduction costs microseconds: nothing to win.
 MIN_ELEMENTS = 1 << 14
 # bool sums are logical ors (NumPy's); float16 never reaches a plan (computed in float32).
 _DTYPES = "bBhHiIlLqQfdFD"
+
+
+def strided_sum_plans(problem: ReductionProblem,
+                      budget: int | None = None) -> tuple[PrimitivePlan, ...]:
+    """The plans that compete with the ufunc reduction for a large SUM of a strided
+    view: numpy.einsum's loops (A and D of one dtype), then :func:`kernel_plans`;
+    none for a small sum, an operator, another reduction, or a contiguous summed inner
+    axis (the ufunc's pairwise sum is more accurate there)."""
+    a = problem.a
+    if (problem.op_reduce is not ReduceOp.SUM or problem.op_a is not UnaryOp.IDENTITY
+            or a.dtype not in _DTYPES or a.size < MIN_ELEMENTS
+            or sum_layout(problem, problem.d) is None):
+        return ()
+    if a.dtype != problem.d.dtype:
+        return kernel_plans(problem)
+    return (CpuReductionPlan(problem, budget, by_einsum=True), *kernel_plans(problem))
 
 
 def kernel_plans(problem: ReductionProblem) -> tuple[KernelSumPlan, ...]:

@@ -14,7 +14,8 @@ import pytest
 from numpy.lib.stride_tricks import as_strided
 
 import gpu_tc
-from cpu_fallback.strided_sum import MIN_ELEMENTS, kernel_plans
+from cpu_fallback.reduction import CpuReductionPlan
+from cpu_fallback.strided_sum import MIN_ELEMENTS, kernel_plans, strided_sum_plans
 from cpu_fallback.sum_layout import sum_layout
 from gpu_tc import reference
 from gpu_tc.backend import Scalars
@@ -73,13 +74,15 @@ def test_a_single_outer_index_has_nothing_to_share_among_threads():
     assert "one thread" in plans[0].reason
 
 
-@pytest.mark.parametrize(("dtype", "threaded"), [
-    ("float32", False), ("float64", False), ("complex64", False), ("complex128", False),
-    ("int64", False), ("int8", False), ("uint32", False),
-    ("float64", True), ("complex64", True), ("int8", True)])
+@pytest.mark.parametrize(("dtype", "route"), [
+    ("float32", "reduce:loops"), ("float64", "reduce:loops"), ("complex64", "reduce:loops"),
+    ("complex128", "reduce:loops"), ("int64", "reduce:loops"), ("int8", "reduce:loops"),
+    ("uint32", "reduce:loops"), ("float64", "reduce:threaded-loops"),
+    ("complex64", "reduce:threaded-loops"), ("int8", "reduce:threaded-loops"),
+    ("float32", "reduce:einsum"), ("complex128", "reduce:einsum"), ("int8", "reduce:einsum")])
 @pytest.mark.parametrize("view", ["plain", "negative", "window"])
 @pytest.mark.parametrize("kept", ["ik", "ki", "", "k"])
-def test_the_loops_sum_as_the_reference_does(rng, dtype, threaded, view, kept):
+def test_the_loops_sum_as_the_reference_does(rng, dtype, route, view, kept):
     """The diagonal view (i, k, j) of 'ijkj' (strides 64^3, 64, 64^2 + 1, or their
     negatives, or a window's), summed over j (and i where not kept) into any layout:
     inner rows written contiguously ('ik', 'k'), at a stride ('ki'), or summed ('')."""
@@ -98,12 +101,12 @@ def test_the_loops_sum_as_the_reference_does(rng, dtype, threaded, view, kept):
     diagonal = as_strided(a, (32, 16, 64), (s[0], s[2], s[1] + s[3]))
     spec = _spec("ikj", diagonal.shape, tuple(x // a.itemsize for x in diagonal.strides),
                  np.dtype(dtype).char)
-    plans = kernel_plans(ReductionProblem(spec, _out(spec, kept)))
-    if threaded and kept in ("", "k"):  # i is summed: one outer index, no threaded plan
-        assert len(plans) == 1
+    problem = ReductionProblem(spec, _out(spec, kept))
+    plans = {plan.route: plan for plan in strided_sum_plans(problem)}
+    if route == "reduce:threaded-loops" and kept in ("", "k"):
+        assert route not in plans  # i is summed: one outer index to share among threads
         return
-    plan = plans[-1] if threaded else plans[0]
-    assert ("numba's threads" in plan.reason) == threaded
+    plan = plans[route]
     d = np.full([spec.extent(x) for x in kept], 7, dtype)
     plan.execute((diagonal,), d, Scalars(), None)
     expected = reference.einsum(f"ikj->{kept}", diagonal)
@@ -119,7 +122,7 @@ def test_alpha_beta_and_an_addend(rng):
     a = rng.standard_normal((32, 64, 32, 64))
     problem = gpu_tc.prepare("ijkj->ik", a)._plan.program.final
     view = as_strided(a, problem.a.extents, tuple(s * 8 for s in problem.a.strides))
-    for plan in kernel_plans(problem):
+    for plan in strided_sum_plans(problem):
         c = rng.standard_normal((32, 32))
         d = np.empty((32, 32))
         plan.execute((view,), d, Scalars(2.0, -3.0), c)
@@ -131,21 +134,49 @@ def test_alpha_beta_and_an_addend(rng):
                                    rtol=1e-12, atol=1e-12)
 
 
-def test_einsum_measures_the_three_routes_and_every_result_is_right(rng):
+def test_einsum_measures_the_four_routes_and_every_result_is_right(rng):
     a = rng.standard_normal((64, 64, 64, 64))
     expected = np.einsum("ijkj->ik", a)
     plan = gpu_tc.prepare("ijkj->ik", a)
-    for _ in range(12):  # each route warmed up once, then timed three times
+    for _ in range(16):  # each route warmed up once, then timed three times
         np.testing.assert_allclose(plan.execute(a), expected, rtol=1e-12, atol=1e-10)
     assert "measured:" in plan.reason
-    for route in ("reduce ", "reduce:loops ", "reduce:threaded-loops "):
+    for route in ("reduce ", "reduce:einsum ", "reduce:loops ", "reduce:threaded-loops "):
         assert route in plan.reason
+
+
+@pytest.mark.parametrize(("expr", "split"), [("abcd->ad", "'a'"), ("abcd->d", "'a'")])
+def test_numpy_einsums_sum_is_split_over_threads_like_the_ufuncs(rng, expr, split):
+    """64^4 float64 (16 MiB of traffic): cut along the outermost label, kept ('ad': each
+    thread writes its own rows) or summed ('d': partial results added)."""
+    a = rng.standard_normal((64, 64, 64, 64))
+    problem = gpu_tc.prepare(expr, a)._plan.program.final
+    [plan] = [p for p in strided_sum_plans(problem) if p.route == "reduce:einsum"]
+    assert f"split over 2 threads along label {split}" in plan.reason or os.cpu_count() == 1
+    d = np.empty(problem.d.extents)
+    plan.execute((a,), d, Scalars(), None)
+    np.testing.assert_allclose(d, np.einsum(expr, a), rtol=1e-12, atol=1e-10)
+
+
+def test_a_contiguous_summed_inner_axis_keeps_the_ufuncs_pairwise_sum(rng):
+    a = _spec("ab", (512, 512), (512, 1))
+    assert strided_sum_plans(ReductionProblem(a, _out(a, "a"))) == ()
+    assert strided_sum_plans(ReductionProblem(a, _out(a, ""))) == ()
+
+
+def test_numpy_einsum_sums_only_into_the_operands_dtype():
+    a = _spec("ikj", (64, 64, 64), (64**3, 64, 64**2 + 1), "b")
+    wider = ReductionProblem(a, contiguous_spec("ik", (64, 64), "q"))
+    assert "reduce:einsum" not in [plan.route for plan in strided_sum_plans(wider)]
+    with pytest.raises(ValueError, match="numpy.einsum sums"):
+        CpuReductionPlan(wider, by_einsum=True)
 
 
 _SUM_IN_A_FRESH_PROCESS = """
 import sys
 import numpy as np
 from cpu_fallback import sum_kernel
+from cpu_fallback.reduction import CpuReductionPlan
 from cpu_fallback.strided_sum import kernel_plans
 from gpu_tc.backend import Scalars
 from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
