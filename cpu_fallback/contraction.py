@@ -15,7 +15,7 @@ from gpu_tc.gemm import (
     MultiplyLowering,
     lower,
 )
-from gpu_tc.problem import ContractionProblem, contiguous_spec
+from gpu_tc.problem import ContractionProblem, TensorSpec, contiguous_spec
 
 from .permute import copy_permuted, write_scaled
 from .pool import HOST_POOL, MIN_BYTES
@@ -227,16 +227,19 @@ def _fresh_call(low: Any, problem: ContractionProblem) -> Any:
         fa = _shaper(low.a.perm, (), low.a.shape)
         fb = _shaper(low.b.perm, (), low.b.shape)
     elif isinstance(low, GemmLowering) and not (low.a.pack or low.b.pack or low.d.pack):
-        # matmul returns (batch, M, N) C-ordered: D's memory order must be exactly that.
-        grouped = d.permuted("".join(d.labels[i] for i in low.d.perm))
-        if grouped.strides != contiguous_spec(grouped.labels, grouped.extents, d.dtype).strides:
+        # matmul returns (batch, M, N) C-ordered, or (batch, N, M) from the operands
+        # swapped and transposed (views): D's memory order must be exactly one of them.
+        order = _matmul_order(low.d, d)
+        if order is None:
             return None
-        kernel, d_shape = np.matmul, low.d.grouped
-        identity = low.d.perm == tuple(range(len(low.d.perm)))
-        to_d = None if identity else tuple(int(i) for i in np.argsort(low.d.perm))
+        swapped = order != low.d.perm
+        kernel = _swapped_matmul if swapped else np.matmul
+        d_shape = tuple(d.extents[i] for i in order)
+        identity = order == tuple(range(len(order)))
+        to_d = None if identity else tuple(int(i) for i in np.argsort(order))
         fa = _shaper(low.a.perm, low.a.grouped, low.a.shape)
         fb = _shaper(low.b.perm, low.b.grouped, low.b.shape)
-        if fa is None and fb is None and d_shape == low.d.shape and to_d is None:
+        if fa is None and fb is None and d_shape == low.d.shape and to_d is None and not swapped:
             return np.matmul
     else:
         return None
@@ -247,6 +250,24 @@ def _fresh_call(low: Any, problem: ContractionProblem) -> Any:
         return result if to_d is None else result.transpose(to_d)
 
     return fresh
+
+
+def _matmul_order(spec: MatrixOperand, d: TensorSpec) -> tuple[int, ...] | None:
+    """D's axes in the order matmul writes them into a new C-ordered array: (batch,
+    M, N), else (batch, N, M) (see :func:`_swapped_matmul`); None when D's layout is
+    neither."""
+    rows = spec.perm[spec.n_batch:spec.n_batch + spec.n_rows]
+    swapped = spec.perm[:spec.n_batch] + spec.perm[spec.n_batch + spec.n_rows:] + rows
+    for order in (spec.perm, swapped):
+        grouped = d.permuted("".join(d.labels[i] for i in order))
+        if grouped.strides == contiguous_spec(grouped.labels, grouped.extents, d.dtype).strides:
+            return order
+    return None
+
+
+def _swapped_matmul(a: Any, b: Any) -> Any:
+    """(A @ B) transposed, as a new C-ordered (batch, N, M) array: B^T @ A^T on views."""
+    return np.matmul(b.swapaxes(-1, -2), a.swapaxes(-1, -2))
 
 
 def _broadcast(x: Any, spec: BroadcastOperand) -> Any:

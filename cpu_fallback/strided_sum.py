@@ -1,12 +1,12 @@
-"""Sums over strided views by numpy.einsum's loops and by numba loops: routes that
-compete with NumPy's ufunc reductions where the data are strided (traces, partial
-traces, sums across the fastest axis), chosen between by timing
-(cpu_fallback.measure). numpy.einsum adds whole rows where the ufunc's reduction
-walks element by element ('abcd->ad' of a 64^4 array, both split over 2 threads:
-3.9 ms against 4.3, timed by the plan itself on a 2-core host). The numba loops run on one thread or share their outer loop among numba's
-threads: which is faster depends on the size, the access pattern and how busy the
-host is (waking the threads costs ~0.1-0.2 ms on 2 cores; 'ijkj->ik' of a 64^4
-array, 2 MiB read, ran 3.5x faster threaded), so both variants are timed too."""
+"""Sums over strided views by numpy.einsum's loops and by numba loops: routes that compete
+with NumPy's ufunc reductions where the data are strided (traces, partial traces, sums
+across the fastest axis), chosen between by timing (cpu_fallback.measure). numpy.einsum
+adds whole rows where the ufunc's reduction walks element by element ('abcd->ad' of a
+64^4 array, both split over 2 threads: 3.9 ms against 4.3, timed by the plan itself on a
+2-core host). The numba loops run on one thread or share their outer loop among numba's
+threads: which is faster depends on the size, the access pattern and how busy the host
+is (waking the threads costs ~0.1-0.2 ms on 2 cores; 'ijkj->ik' of a 64^4 array, 2 MiB
+read, ran 3.5x faster threaded), so both variants are timed too."""
 
 from __future__ import annotations
 

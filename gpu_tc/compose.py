@@ -12,7 +12,7 @@ dtype; ``result`` is the dtype the caller gets (:mod:`gpu_tc.run` casts into it)
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -90,6 +90,27 @@ def _viewed(backend: Backend, prep: OperandPrep, fresh: Any) -> Any:
     if view is None:
         return fresh
     return lambda x: fresh(backend.view(x, view, start=start))
+
+
+def _chained(steps: Sequence[tuple[int, int, PrimitivePlan, Any]]) -> Any:
+    """The steps' warm fast paths run in turn, each result fed to the next step (a
+    chain of small contractions without execute()); None unless every step has one."""
+    calls: list[tuple[int, int, Callable[..., Any]]] = []
+    for lhs, rhs, plan, _ in steps:
+        if plan.fresh is None:
+            return None
+        calls.append((lhs, rhs, plan.fresh))
+    if len(calls) == 1:
+        return calls[0][2]
+
+    def chained(*operands: Any) -> Any:
+        arrays = list(operands)
+        for lhs, rhs, fresh in calls:
+            b = arrays.pop(rhs)
+            arrays.append(fresh(arrays.pop(lhs), b))
+        return arrays[0]
+
+    return chained
 
 
 _LABEL_GROUP = re.compile(r"(labels? )'([^']*)'")
@@ -191,8 +212,8 @@ class EinsumPlan:
         ledger.check()
         self.temporary_bytes = ledger.peak
         self.memory_limit = options.memory_limit
-        # A warm call may skip all of execute(): one step on untouched operands into a
-        # new result, which the backend plan can produce by itself; or, as numpy.einsum,
+        # A warm call may skip all of execute(): steps on untouched operands into a
+        # new result, which the backend plans can produce by themselves; or, as numpy.einsum,
         # a view of one operand whose labels the result only reorders or diagonalises.
         untouched = all(op.untouched for op in self._operands)
         self.fast: Any = None
@@ -201,8 +222,8 @@ class EinsumPlan:
             pass
         elif view is not None and np.dtype(view.dtype) == result:
             self.fast = lambda x: backend.view(x, view, writable=True)
-        elif len(self._steps) == 1 and untouched and self._orientation is None:
-            self.fast = None if self.converts else self._final.fresh
+        elif self._steps and untouched and self._orientation is None:
+            self.fast = None if self.converts else _chained(self._steps)
         elif not self._steps and not self.converts and self._final.fresh is not None:
             self.fast = _viewed(backend, program.operands[0], self._final.fresh)
         # (plan, problem) per stage: the problem names the labels of the plan's reason.

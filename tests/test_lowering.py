@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import assert_close, random_array, reference_einsum
 
 import gpu_tc
 import gpu_tc.gemm
 from gpu_tc import reference
+from gpu_tc.backend import backend_of_type
+from gpu_tc.cache import PLAN_CACHE
 from gpu_tc.gemm import SMALL_FLOPS, GemmLowering, lower
 from gpu_tc.problem import ContractionProblem, contiguous_spec
 from gpu_tc.program import natural_output
@@ -153,3 +156,28 @@ def test_inner_step_is_packed_because_blas_needs_a_unit_stride():
     assert plan.route == "blas:packed"
     assert "A packed: no unit stride" in plan.reason and "B packed" not in plan.reason
     np.testing.assert_allclose(plan.execute(a, x[:32]), a @ x[:32], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "expr, shapes",
+    [
+        ("kl,ik->il", [(5, 3), (4, 5)]),  # matmul writes 'li': the operands swap instead
+        ("ij,jk,kl->il", [(4, 5), (5, 6), (6, 3)]),
+        ("abcd,dbea->ec", [(2, 3, 4, 5), (5, 3, 6, 2)]),
+        ("bij,bjk,bkl->bli", [(2, 3, 4), (2, 4, 5), (2, 5, 3)]),
+        ("i,ij,jk,kl->l", [(3,), (3, 4), (4, 5), (5, 2)]),
+    ],
+)
+def test_a_warm_call_of_small_steps_is_their_matmuls_alone(expr, shapes, rng):
+    """Small contractions on untouched operands: a warm call runs each step's own
+    fast path (a matmul writing the layout the next step reads), the last one in the
+    result's layout, and agrees with the reference."""
+    ops = [random_array(rng, s, np.float64) for s in shapes]
+    gpu_tc.plan_cache().clear()
+    cold = gpu_tc.einsum(expr, *ops)
+    plan = PLAN_CACHE.programs.peek(backend_of_type(np.ndarray).warm_key((expr, *ops)))
+    assert plan is not None and plan.fast is not None, plan and plan.reason
+    warm = gpu_tc.einsum(expr, *ops)
+    assert warm.strides == cold.strides
+    exact, scale = reference_einsum(expr, *ops)
+    assert_close(warm, exact, np.float64, scale)
