@@ -106,9 +106,18 @@ class CpuBackend:
         element of index ``start``; read-only unless ``writable``."""
         if start:
             array = array[tuple(slice(i, None) for i in start)]
+        flags = array.flags
+        if (len(spec.strides) == 1 and spec.strides[0] > 0 and spec.extents[0]
+                and flags.c_contiguous and (flags.writeable or not writable)):
+            # A diagonal of a C-ordered array (a trace): a slice of its flat view, three
+            # times cheaper than building the view (a warm 4x4 trace is a few microseconds).
+            step = spec.strides[0]
+            view = array.reshape(-1)[:(spec.extents[0] - 1) * step + 1:step]
+            if not writable:
+                view.setflags(write=False)
+            return view
         itemsize = array.itemsize
         strides = tuple([s * itemsize for s in spec.strides])
-        flags = array.flags
         if (flags.c_contiguous or flags.f_contiguous) and (flags.writeable or not writable):
             # Three times cheaper than as_strided (a warm trace is a few microseconds),
             # and the view's base is the array's, as numpy.einsum's views have.

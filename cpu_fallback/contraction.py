@@ -232,6 +232,10 @@ def _fresh_call(low: Any, problem: ContractionProblem) -> Any:
         order = _matmul_order(low.d, d)
         if order is None:
             return None
+        if not d.extents and len(low.a.grouped) == 1 == len(low.b.grouped):
+            # Two vectors' inner product: numpy.dot's scalar (BLAS dot at any stride),
+            # without matmul's reshapes to (1, K) and (K, 1).
+            return np.dot
         swapped = order != low.d.perm
         kernel = _swapped_matmul if swapped else np.matmul
         d_shape = tuple(d.extents[i] for i in order)

@@ -162,6 +162,7 @@ def test_inner_step_is_packed_because_blas_needs_a_unit_stride():
     "expr, shapes",
     [
         ("kl,ik->il", [(5, 3), (4, 5)]),  # matmul writes 'li': the operands swap instead
+        ("i,i->", [(7,), (7,)]),  # numpy.dot's scalar
         ("ij,jk,kl->il", [(4, 5), (5, 6), (6, 3)]),
         ("abcd,dbea->ec", [(2, 3, 4, 5), (5, 3, 6, 2)]),
         ("bij,bjk,bkl->bli", [(2, 3, 4), (2, 4, 5), (2, 5, 3)]),
