@@ -209,8 +209,9 @@ def _shaper(perm: tuple[int, ...], grouped: tuple[int, ...], shape: tuple[int, .
 
 
 def _fresh_call(low: Any, problem: ContractionProblem) -> Any:
-    """``f(a, b)`` returning D as a new C-ordered array, when the GEMM (or the broadcast
-    product) naturally produces D's labels in D's order; else None.
+    """``f(a, b)`` returning D as a new result laid out as ``problem.d`` (a NumPy
+    scalar for a 0-d D, as numpy.dot returns), when the GEMM (or the broadcast
+    product) writes D's layout by itself; else None.
 
     This lets a warm small call be one numpy.matmul: no output allocation of ours. A
     result large enough for the host pool is left to execute(), which writes it into

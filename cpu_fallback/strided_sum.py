@@ -92,7 +92,7 @@ class KernelSumPlan(PlanDefaults):
     def execute(self, inputs: Any, d: Any, scalars: Scalars, c: Any) -> None:
         """Write the sum into ``d``; ``c`` (D's shape) is read when beta != 0."""
         kernels = _kernels()
-        assert kernels is not None  # kernel_plan imported them
+        assert kernels is not None  # kernel_plans imported them
         alpha, beta = scalars.alpha, scalars.beta
         if alpha == 1 and beta == 0:
             kernels.run(self.layout, inputs[0], d, self._parallel)

@@ -1,14 +1,14 @@
 """The loop nest of a strided sum (cpu_fallback.sum_kernel), as plain data.
 
-A sum over some axes of a strided view is run as three loops: outside, the kept axes
-but one (shared among threads: each writes its own outputs); in the middle, the summed
-axes but one; inside, the axis of smallest stride, so that the innermost loop walks
-memory at one short, constant stride (the hardware prefetcher follows it, and a page
-serves many elements). Offsets of the two outer groups come from tables. When the
-inner axis is kept, each output row accumulates a row of the input per middle index;
-when it is summed, each output element accumulates in a register. A contiguous summed
-inner axis is left to NumPy, whose pairwise summation is more accurate than these
-sequential sums (which are as accurate as NumPy's own strided sums).
+A sum over some axes of a strided view is run as three loops: outside, the kept axes but
+one (the threaded variant shares them among threads, each writing its own outputs); in
+the middle, the summed axes but one; inside, the axis of smallest stride, so that the
+innermost loop walks memory at one short, constant stride (the hardware prefetcher
+follows it, and a page serves many elements). Offsets of the two outer groups come from
+tables. When the inner axis is kept, each output row accumulates a row of the input per
+middle index; when it is summed, each output element accumulates in a register. A
+contiguous summed inner axis is left to NumPy, whose pairwise summation is more accurate
+than these sequential sums (which are as accurate as NumPy's own strided sums).
 """
 
 from __future__ import annotations

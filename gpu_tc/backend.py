@@ -57,7 +57,7 @@ class PrimitivePlan(Protocol):
         route: How it runs, e.g. "blas:direct", "cutensor".
         reason: Why (read live: a plan may record a later decision).
         fresh: A fast path for a warm call, ``fresh(*inputs) -> new result`` laid out
-            as the problem's D, or None.
+            as the problem's D (a 0-d D may come back as a scalar of its dtype), or None.
         temporary_bytes: The most memory one execution allocates besides ``out``
             (packed operands, a staged result, workspace); a contraction's covers any
             scalars, a reduction's or element-wise operation's an unscaled call (a

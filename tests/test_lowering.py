@@ -14,11 +14,12 @@ from helpers import assert_close, random_array, reference_einsum
 import gpu_tc
 import gpu_tc.gemm
 from gpu_tc import reference
-from gpu_tc.backend import backend_of_type
+from gpu_tc.backend import UNSCALED, backend_of_type
 from gpu_tc.cache import PLAN_CACHE
 from gpu_tc.gemm import SMALL_FLOPS, GemmLowering, lower
 from gpu_tc.problem import ContractionProblem, contiguous_spec
 from gpu_tc.program import natural_output
+from gpu_tc.run import allocate
 
 # (expression, extents, expected route, packed operands, looped labels or "")
 CASES = [
@@ -170,15 +171,18 @@ def test_inner_step_is_packed_because_blas_needs_a_unit_stride():
     ],
 )
 def test_a_warm_call_of_small_steps_is_their_matmuls_alone(expr, shapes, rng):
-    """Small contractions on untouched operands: a warm call runs each step's own
-    fast path (a matmul writing the layout the next step reads), the last one in the
-    result's layout, and agrees with the reference."""
+    """Small contractions on untouched operands: a call runs each step's own fast path
+    (a matmul writing the layout the next step reads), the last one in the layout
+    execute() writes, and agrees with the reference."""
     ops = [random_array(rng, s, np.float64) for s in shapes]
     gpu_tc.plan_cache().clear()
-    cold = gpu_tc.einsum(expr, *ops)
-    plan = PLAN_CACHE.programs.peek(backend_of_type(np.ndarray).warm_key((expr, *ops)))
+    got = gpu_tc.einsum(expr, *ops)
+    backend = backend_of_type(np.ndarray)
+    plan = PLAN_CACHE.programs.peek(backend.warm_key((expr, *ops)))
     assert plan is not None and plan.fast is not None, plan and plan.reason
-    warm = gpu_tc.einsum(expr, *ops)
-    assert warm.strides == cold.strides
+    executed = allocate(backend, plan.output)
+    plan.execute(ops, executed, UNSCALED, None)
+    assert np.asarray(got).strides == executed.strides
     exact, scale = reference_einsum(expr, *ops)
-    assert_close(warm, exact, np.float64, scale)
+    assert_close(got, exact, np.float64, scale)
+    assert_close(executed, exact, np.float64, scale)
