@@ -41,14 +41,18 @@ def _memory(array: np.ndarray, base: int, span: int, writeable: bool) -> np.ndar
     return np.asarray(_Memory(array, address, span, writeable))
 
 
-def run(layout: SumLayout, source: np.ndarray, destination: np.ndarray, parallel: bool) -> None:
+def run(layout: SumLayout, source: np.ndarray, destination: np.ndarray, parallel: bool,
+        by_column: bool = False) -> None:
     """Write the sum ``layout`` describes of ``source`` (a strided view) into
-    ``destination``; ``parallel`` shares the outer loop among numba's threads."""
+    ``destination``; ``parallel`` shares the outer loop among numba's threads;
+    ``by_column`` sums a kept inner axis element by element over the middle indices
+    (COLUMNS) instead of adding rows."""
     src = _memory(source, layout.src_base, layout.src_span, writeable=False)
     dst = _memory(destination, layout.dst_base, layout.dst_span, writeable=True)
     n, src_stride, dst_stride = layout.inner
     zero = destination.dtype.type(0)
-    arguments = (_kind(dst_stride), src, dst, layout.kept_src, layout.kept_dst,
+    kind = COLUMNS if by_column and dst_stride != 0 else _kind(dst_stride)
+    arguments = (kind, src, dst, layout.kept_src, layout.kept_dst,
                  layout.summed_src, n, src_stride, dst_stride, zero)
     if not parallel:
         compiled(parallel=False)(*arguments)
@@ -60,8 +64,9 @@ def run(layout: SumLayout, source: np.ndarray, destination: np.ndarray, parallel
 
 # The kinds of inner loop: summed (a register per output), or kept (rows added into
 # output rows; UNIT_ROWS where those rows are contiguous, which lets the compiler
-# vectorise them: 2x the general loop's speed on 'ijkj->ik').
-REGISTERS, UNIT_ROWS, ROWS = 0, 1, 2
+# vectorise them: 2x the general loop's speed on 'ijkj->ik'), or kept and summed a
+# column at a time (COLUMNS: each output element in a register over the middle indices).
+REGISTERS, UNIT_ROWS, ROWS, COLUMNS = 0, 1, 2, 3
 
 
 def _kind(dst_stride: int) -> int:
@@ -123,6 +128,13 @@ def _sum_at(kind: int, k: int, src: Any, dst: Any, kept_src: Any, kept_dst: Any,
             s = s0 + summed_src[r]
             for j in range(n):
                 dst[d0 + j] += src[s + j * ss]
+    elif kind == COLUMNS:
+        for j in range(n):
+            total = zero
+            s = s0 + j * ss
+            for r in range(summed_src.shape[0]):
+                total += src[s + summed_src[r]]
+            dst[d0 + j * ds] = total
     else:
         for j in range(n):
             dst[d0 + j * ds] = zero

@@ -57,7 +57,9 @@ def test_a_contiguous_summed_inner_axis_is_left_to_numpys_pairwise_sum():
 def test_only_large_identity_sums_of_summable_dtypes_get_the_plans():
     a = _spec("ikj", (64, 64, 64), (64**3, 64, 64**2 + 1))
     plans = kernel_plans(ReductionProblem(a, _out(a, "ik")))
-    assert [plan.route for plan in plans] == ["reduce:loops", "reduce:threaded-loops"]
+    assert [plan.route for plan in plans] == [
+        "reduce:loops", "reduce:threaded-loops", "reduce:column-loops",
+        "reduce:threaded-column-loops"]
     assert kernel_plans(ReductionProblem(a, _out(a, "ik"), op_reduce=ReduceOp.MAX)) == ()
     assert kernel_plans(ReductionProblem(a, _out(a, "ik"), op_a=UnaryOp.ABS)) == ()
     booleans = _spec("ikj", (64, 64, 64), (64**3, 64, 64**2 + 1), "?")
@@ -80,13 +82,16 @@ def test_a_single_outer_index_has_nothing_to_share_among_threads():
     ("complex128", "reduce:loops"), ("int64", "reduce:loops"), ("int8", "reduce:loops"),
     ("uint32", "reduce:loops"), ("float64", "reduce:threaded-loops"),
     ("complex64", "reduce:threaded-loops"), ("int8", "reduce:threaded-loops"),
+    ("float64", "reduce:column-loops"), ("int8", "reduce:column-loops"),
+    ("complex64", "reduce:threaded-column-loops"), ("float32", "reduce:threaded-column-loops"),
     ("float32", "reduce:einsum"), ("complex128", "reduce:einsum"), ("int8", "reduce:einsum")])
 @pytest.mark.parametrize("view", ["plain", "negative", "window"])
 @pytest.mark.parametrize("kept", ["ik", "ki", "", "k"])
 def test_the_loops_sum_as_the_reference_does(rng, dtype, route, view, kept):
     """The diagonal view (i, k, j) of 'ijkj' (strides 64^3, 64, 64^2 + 1, or their
     negatives, or a window's), summed over j (and i where not kept) into any layout:
-    inner rows written contiguously ('ik', 'k'), at a stride ('ki'), or summed ('')."""
+    inner rows written contiguously ('ik', 'k'), at a stride ('ki'), or summed (''); the
+    column loops too where the inner axis is kept."""
     def values(shape):  # integers small and positive: their sums are exact everywhere
         if np.dtype(dtype).kind in "iu":
             return rng.integers(0, 4, size=shape).astype(dtype)
@@ -104,8 +109,11 @@ def test_the_loops_sum_as_the_reference_does(rng, dtype, route, view, kept):
                  np.dtype(dtype).char)
     problem = ReductionProblem(spec, _out(spec, kept))
     plans = {plan.route: plan for plan in strided_sum_plans(problem)}
-    if route == "reduce:threaded-loops" and kept in ("", "k"):
+    if "threaded" in route and kept in ("", "k"):
         assert route not in plans  # i is summed: one outer index to share among threads
+        return
+    if "column" in route and kept == "":
+        assert route not in plans  # the inner axis is summed: no columns to keep
         return
     plan = plans[route]
     d = np.full([spec.extent(x) for x in kept], 7, dtype)
@@ -135,14 +143,15 @@ def test_alpha_beta_and_an_addend(rng):
                                    rtol=1e-12, atol=1e-12)
 
 
-def test_einsum_measures_the_four_routes_and_every_result_is_right(rng):
+def test_einsum_measures_the_six_routes_and_every_result_is_right(rng):
     a = rng.standard_normal((64, 64, 64, 64))
     expected = np.einsum("ijkj->ik", a)
     plan = gpu_tc.prepare("ijkj->ik", a)
-    for _ in range(16):  # each route warmed up once, then timed three times
+    for _ in range(24):  # each route warmed up once, then timed three times
         np.testing.assert_allclose(plan.execute(a), expected, rtol=1e-12, atol=1e-10)
     assert "measured:" in plan.reason
-    for route in ("reduce ", "reduce:einsum ", "reduce:loops ", "reduce:threaded-loops "):
+    for route in ("reduce ", "reduce:einsum ", "reduce:loops ", "reduce:threaded-loops ",
+                  "reduce:column-loops ", "reduce:threaded-column-loops "):
         assert route in plan.reason
 
 
