@@ -51,8 +51,7 @@ def run(layout: SumLayout, source: np.ndarray, destination: np.ndarray, parallel
     dst = _memory(destination, layout.dst_base, layout.dst_span, writeable=True)
     n, src_stride, dst_stride = layout.inner
     zero = destination.dtype.type(0)
-    kind = COLUMNS if by_column and dst_stride != 0 else _kind(dst_stride)
-    arguments = (kind, src, dst, layout.kept_src, layout.kept_dst,
+    arguments = (_kind(dst_stride, by_column), src, dst, layout.kept_src, layout.kept_dst,
                  layout.summed_src, n, src_stride, dst_stride, zero)
     if not parallel:
         compiled(parallel=False)(*arguments)
@@ -69,10 +68,13 @@ def run(layout: SumLayout, source: np.ndarray, destination: np.ndarray, parallel
 REGISTERS, UNIT_ROWS, ROWS, COLUMNS = 0, 1, 2, 3
 
 
-def _kind(dst_stride: int) -> int:
-    """The inner loop for an inner axis written at ``dst_stride`` (0: summed)."""
+def _kind(dst_stride: int, by_column: bool = False) -> int:
+    """The inner loop for an inner axis written at ``dst_stride`` (0: summed);
+    ``by_column`` sums a kept one a column at a time."""
     if dst_stride == 0:
         return REGISTERS
+    if by_column:
+        return COLUMNS
     return UNIT_ROWS if dst_stride == 1 else ROWS
 
 
