@@ -208,6 +208,22 @@ def _shaper(perm: tuple[int, ...], grouped: tuple[int, ...], shape: tuple[int, .
     return lambda x: x.transpose(perm).reshape(shape)
 
 
+def _matmul_operand(spec: MatrixOperand, swapped: bool) -> Any:
+    """A function viewing an operand as the matrix stack matmul takes (``swapped``: its
+    last two axes exchanged, for B^T @ A^T), or None when the operand already is one.
+
+    Where no label group merges, the exchange is folded into the one transpose (a
+    chain step D = B @ A, which the lowering sees as D^T = A^T B^T, becomes a plain
+    matmul of the two arrays)."""
+    if not swapped:
+        return _shaper(spec.perm, spec.grouped, spec.shape)
+    if spec.grouped == spec.shape:
+        perm = spec.perm[:-2] + (spec.perm[-1], spec.perm[-2])
+        return None if perm == tuple(range(len(perm))) else lambda x: x.transpose(perm)
+    shaper = _shaper(spec.perm, spec.grouped, spec.shape)
+    return lambda x: (x if shaper is None else shaper(x)).swapaxes(-1, -2)
+
+
 def _fresh_call(low: Any, problem: ContractionProblem) -> Any:
     """``f(a, b)`` returning D as a new result laid out as ``problem.d`` (a NumPy
     scalar for a 0-d D, as numpy.dot returns), when the GEMM (or the broadcast
@@ -238,20 +254,24 @@ def _fresh_call(low: Any, problem: ContractionProblem) -> Any:
             # without matmul's reshapes to (1, K) and (K, 1).
             return np.dot
         swapped = order != low.d.perm
-        kernel = _swapped_matmul if swapped else np.matmul
         d_shape = tuple(d.extents[i] for i in order)
         identity = order == tuple(range(len(order)))
         to_d = None if identity else tuple(int(i) for i in np.argsort(order))
-        fa = _shaper(low.a.perm, low.a.grouped, low.a.shape)
-        fb = _shaper(low.b.perm, low.b.grouped, low.b.shape)
-        if fa is None and fb is None and d_shape == low.d.shape and to_d is None and not swapped:
-            return np.matmul
+        fa, fb = _matmul_operand(low.a, swapped), _matmul_operand(low.b, swapped)
+        kernel = _reversed_matmul if swapped else np.matmul
+        written = low.d.shape[:-2] + (low.d.shape[-1:] + low.d.shape[-2:-1] if swapped
+                                      else low.d.shape[-2:])
+        if written == d_shape:
+            d_shape = None  # matmul already returns D's extents
+        if fa is None and fb is None and d_shape is None and to_d is None:
+            return kernel
     else:
         return None
 
     def fresh(a: Any, b: Any) -> Any:
         result = kernel(a if fa is None else fa(a), b if fb is None else fb(b))
-        result = result.reshape(d_shape)
+        if d_shape is not None:
+            result = result.reshape(d_shape)
         return result if to_d is None else result.transpose(to_d)
 
     return fresh
@@ -259,7 +279,7 @@ def _fresh_call(low: Any, problem: ContractionProblem) -> Any:
 
 def _matmul_order(spec: MatrixOperand, d: TensorSpec) -> tuple[int, ...] | None:
     """D's axes in the order matmul writes them into a new C-ordered array: (batch,
-    M, N), else (batch, N, M) (see :func:`_swapped_matmul`); None when D's layout is
+    M, N), else (batch, N, M) (see :func:`_reversed_matmul`); None when D's layout is
     neither."""
     rows = spec.perm[spec.n_batch:spec.n_batch + spec.n_rows]
     swapped = spec.perm[:spec.n_batch] + spec.perm[spec.n_batch + spec.n_rows:] + rows
@@ -270,9 +290,10 @@ def _matmul_order(spec: MatrixOperand, d: TensorSpec) -> tuple[int, ...] | None:
     return None
 
 
-def _swapped_matmul(a: Any, b: Any) -> Any:
-    """(A @ B) transposed, as a new C-ordered (batch, N, M) array: B^T @ A^T on views."""
-    return np.matmul(b.swapaxes(-1, -2), a.swapaxes(-1, -2))
+def _reversed_matmul(a: Any, b: Any) -> Any:
+    """b @ a: given A^T and B^T (views), (A @ B) transposed as a new C-ordered
+    (batch, N, M) array."""
+    return np.matmul(b, a)
 
 
 def _broadcast(x: Any, spec: BroadcastOperand) -> Any:

@@ -57,12 +57,13 @@ def primitive_plan(
 class _Prepared:
     """Per-call preparation of one operand: strided view, cast, early reduction."""
 
-    __slots__ = ("cast", "view", "start", "reduction", "extents")
+    __slots__ = ("cast", "view", "start", "diagonal", "reduction", "extents")
 
     def __init__(self, prep: OperandPrep, reduction: PrimitivePlan | None) -> None:
         self.cast = prep.cast
         self.view = prep.view
         self.start = prep.start
+        self.diagonal = prep.diagonal
         self.reduction = reduction
         self.extents = prep.result.extents
 
@@ -71,7 +72,9 @@ class _Prepared:
         return not self.cast and self.view is None and self.reduction is None
 
     def __call__(self, backend: Backend, x: Any, dtype: str) -> Any:
-        if self.view is not None:
+        if self.diagonal:
+            x = x.diagonal()
+        elif self.view is not None:
             x = backend.view(x, self.view, start=self.start)
         if self.cast:
             x = backend.cast(x, dtype)
@@ -89,6 +92,8 @@ def _viewed(backend: Backend, prep: OperandPrep, fresh: Any) -> Any:
         return None
     if view is None:
         return fresh
+    if prep.diagonal:
+        return lambda x: fresh(x.diagonal())
     return lambda x: fresh(backend.view(x, view, start=start))
 
 

@@ -303,3 +303,26 @@ def test_diagonals_and_reductions_do_not_copy(subscripts, shape, rng):
     for x in (a, swapped):
         check_einsum(subscripts, x)
         assert peak_bytes(lambda x=x: gpu_tc.einsum(subscripts, x)) < a.nbytes // 8
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int8", "complex64"])
+def test_a_main_diagonal_is_read_in_every_layout(dtype, rng):
+    """'ii' of a 2-D operand reads its main diagonal (the array's own view of it):
+    C, F, reversed, stepped and swapped layouts, cold and warm calls, a call with
+    ``out`` (the planned path), a cast by ``dtype``, and gpu_tc.trace, all as numpy."""
+    base = (rng.standard_normal((12, 12)) * 10).astype(dtype)
+
+    def same(got: Any, expected: Any) -> None:
+        assert np.asarray(got).dtype == np.asarray(expected).dtype
+        np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+    for x in (base, np.asfortranarray(base), base[::-1, ::-1], base[::2, 1::2], base.T):
+        for _ in range(2):  # cold, then warm
+            same(gpu_tc.einsum("ii->", x), np.einsum("ii->", x))
+            same(gpu_tc.einsum("ii", x), np.einsum("ii", x))
+        out = np.zeros((), dtype)
+        assert gpu_tc.einsum("ii->", x, out=out) is out
+        same(out, np.einsum("ii->", x))
+        same(gpu_tc.einsum("ii->", x, dtype=np.complex128),
+             np.einsum("ii->", x, dtype=np.complex128))
+        same(gpu_tc.trace(x), np.trace(x))

@@ -13,6 +13,7 @@ from helpers import assert_close, random_array, reference_einsum
 
 import gpu_tc
 import gpu_tc.gemm
+from cpu_fallback import contraction
 from gpu_tc import reference
 from gpu_tc.backend import UNSCALED, backend_of_type
 from gpu_tc.cache import PLAN_CACHE
@@ -186,3 +187,33 @@ def test_a_warm_call_of_small_steps_is_their_matmuls_alone(expr, shapes, rng):
     exact, scale = reference_einsum(expr, *ops)
     assert_close(got, exact, np.float64, scale)
     assert_close(executed, exact, np.float64, scale)
+
+
+@pytest.mark.parametrize(
+    "expr, shapes, order",
+    [
+        ("kl,ik->il", [(5, 3), (4, 5)], "CC"),  # D = B @ A: the two arrays as they are
+        ("kl,ik->il", [(5, 3), (4, 5)], "FF"),  # D = B @ A of transposed views
+        ("bkl,bik->bil", [(2, 5, 3), (2, 4, 5)], "CC"),  # a batch of them
+        ("kml,ik->iml", [(5, 2, 3), (4, 5)], "CC"),  # A's free labels merge
+    ],
+)
+def test_a_product_matmul_writes_transposed_takes_the_operands_in_the_other_order(
+    expr, shapes, order, rng
+):
+    """Where matmul(a, b) would write D transposed, the warm call computes b @ a from
+    views of the operands (no transposes undone after the call), D in execute()'s
+    layout, values as the reference."""
+    ops = [np.asarray(random_array(rng, s, np.float64), order=o) for s, o in zip(shapes, order)]
+    gpu_tc.plan_cache().clear()
+    got = gpu_tc.einsum(expr, *ops)
+    backend = backend_of_type(np.ndarray)
+    plan = PLAN_CACHE.programs.peek(backend.warm_key((expr, *ops)))
+    assert plan is not None and plan.fast is not None, plan and plan.reason
+    if "m" not in expr and order == "CC":
+        assert plan.fast is contraction._reversed_matmul
+    executed = allocate(backend, plan.output)
+    plan.execute(ops, executed, UNSCALED, None)
+    assert np.asarray(got).strides == executed.strides
+    exact, scale = reference_einsum(expr, *ops)
+    assert_close(got, exact, np.float64, scale)

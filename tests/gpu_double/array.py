@@ -232,6 +232,19 @@ class ndarray:  # noqa: N801 - CuPy's name
     def swapaxes(self, axis1: int, axis2: int) -> ndarray:
         return self._view(self._a.swapaxes(axis1, axis2))
 
+    def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> ndarray:
+        """CuPy's diagonal: a view, writable like every CuPy view (NumPy's is read-only)."""
+        found = self._a.diagonal(offset, axis1, axis2)
+        index = [slice(None)] * self.ndim
+        if found.size:  # the view starts at the diagonal's first element
+            index[axis2] = slice(max(offset, 0), None)
+            index[axis1] = slice(max(-offset, 0), None)
+        view = np.lib.stride_tricks.as_strided(
+            self._a[tuple(index)], found.shape, found.strides,
+            writeable=bool(self._a.flags.writeable),
+        )
+        return self._view(view)
+
     def ravel(self, order: str = "C") -> ndarray:
         return self._view(self._a.ravel(order))
 
