@@ -99,21 +99,27 @@ def _viewed(backend: Backend, prep: OperandPrep, fresh: Any) -> Any:
 
 def _chained(steps: Sequence[tuple[int, int, PrimitivePlan, Any]]) -> Any:
     """The steps' warm fast paths run in turn, each result fed to the next step (a
-    chain of small contractions without execute()); None unless every step has one."""
+    chain of small contractions without execute()); None unless every step has one.
+
+    The steps' list positions (each step pops its two operands and appends its result)
+    become fixed indexes at plan time: a call appends each result and reads by index."""
+    operands = len(steps) + 1
+    slots = list(range(operands))  # the list of arrays, as indexes of ``values``
     calls: list[tuple[int, int, Callable[..., Any]]] = []
     for lhs, rhs, plan, _ in steps:
         if plan.fresh is None:
             return None
-        calls.append((lhs, rhs, plan.fresh))
+        b = slots.pop(rhs)
+        calls.append((slots.pop(lhs), b, plan.fresh))
+        slots.append(operands + len(calls) - 1)  # where the step's result will be
     if len(calls) == 1:
         return calls[0][2]
 
     def chained(*operands: Any) -> Any:
-        arrays = list(operands)
-        for lhs, rhs, fresh in calls:
-            b = arrays.pop(rhs)
-            arrays.append(fresh(arrays.pop(lhs), b))
-        return arrays[0]
+        values = list(operands)
+        for a, b, fresh in calls:
+            values.append(fresh(values[a], values[b]))
+        return values[-1]
 
     return chained
 
