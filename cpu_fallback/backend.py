@@ -83,6 +83,9 @@ class CpuBackend:
             if type(a) is np.ndarray and type(b) is np.ndarray:
                 return (subscripts, a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype)
             return None
+        if len(args) == 2:
+            subscripts, a = args
+            return (subscripts, a.shape, a.strides, a.dtype) if type(a) is np.ndarray else None
         key: list[Any] = [args[0]]
         for x in args[1:]:
             if type(x) is not np.ndarray:
