@@ -115,3 +115,22 @@ def test_out_and_small_problems_are_not_measured(rng):
     for _ in range(5):
         assert gpu_tc.einsum(LARGE, small, small).flags.c_contiguous
     assert "orientation" not in gpu_tc.prepare(LARGE, small, small).reason
+
+
+@pytest.mark.parametrize(
+    "expr, a_shape, b_shape",
+    [
+        ("ij,zjk->zik", (64, 64), (1, 64, 512)),  # a batch label of extent 1
+        ("...ij,...jk->...ik", (1, 3, 64, 64), (1, 3, 64, 512)),
+    ],
+)
+def test_a_size_one_label_does_not_stop_the_orientation_trial(expr, a_shape, b_shape):
+    """A new result allocated for a label of extent 1 has a stride of its own on that
+    axis; the trial still recognises the layout (it had found none and failed), on
+    every call while it measures and after."""
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal(a_shape), rng.standard_normal(b_shape)
+    expected = np.einsum(expr, a, b)
+    gpu_tc.plan_cache().clear()
+    for _ in range(30):
+        np.testing.assert_allclose(gpu_tc.einsum(expr, a, b), expected, rtol=1e-12, atol=1e-12)
