@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 import time
+from concurrent.futures import CancelledError
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from helpers import (
 
 import gpu_tc
 from gpu_tc import Options, distributed
-from gpu_tc.distributed import slicing
+from gpu_tc.distributed import executor, slicing
 from gpu_tc.errors import OptionsError, OutputError, ShapeError, TransferError
 
 da = pytest.importorskip("dask.array", reason="the distributed extra is not installed")
@@ -196,6 +197,53 @@ def test_on_a_local_cluster_both_apis_match_the_reference(client):
 def test_an_unsendable_operand_is_refused_on_the_client():
     with pytest.raises(TransferError, match=r"operand 1 \(lock\) cannot be sent"):
         slicing._check_sendable([np.ones(3), threading.Lock()], "distributed.contract('a,a')")
+
+
+class _LostOnce(executor.LocalClient):
+    """Runs tasks here, but the first ``lost`` runs end as dask ends a run whose
+    scattered operands died with their workers (its reason: lost dependencies)."""
+
+    def __init__(self, lost: int, reason: str = "lost dependencies") -> None:
+        self.lost, self.reason, self.scatters = lost, reason, 0
+
+    def scatter(self, values, broadcast=False, hash=True):  # noqa: A002 - dask's name
+        self.scatters += 1
+        return super().scatter(values, broadcast, hash)
+
+    def submit(self, function, *args, pure=True):
+        if self.scatters > self.lost:
+            return super().submit(function, *args, pure=pure)
+        return _Cancelled(self.reason)
+
+
+class _Cancelled:
+    """A task dask cancelled: ``result()`` raises as distributed's futures do."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def result(self):
+        error = CancelledError(f"cancelled for reason: {self.reason}.")
+        error.reason = self.reason  # FutureCancelledError's attribute
+        raise error
+
+
+def test_operands_lost_on_the_cluster_are_sent_again():
+    """When every copy of the scattered operands is gone, the slices run again after a
+    fresh scatter (SEND_ATTEMPTS in all); another cancellation, or losing them on every
+    attempt, reaches the caller."""
+    arrays = _network(RING, 6, seed=8)
+    exact, scale = reference_einsum(RING, *arrays)
+    p = distributed.plan(RING, *arrays, memory_limit=8 * 6)
+    flaky = _LostOnce(lost=slicing.SEND_ATTEMPTS - 1)
+    assert_close(np.asarray(p.execute(*arrays, client=flaky)), exact, "float64", scale)
+    assert flaky.scatters == slicing.SEND_ATTEMPTS
+    with pytest.raises(CancelledError, match="lost dependencies"):
+        p.execute(*arrays, client=_LostOnce(lost=slicing.SEND_ATTEMPTS))
+    other = _LostOnce(lost=1, reason="cancelled by the user")
+    with pytest.raises(CancelledError, match="by the user"):
+        p.execute(*arrays, client=other)
+    assert other.scatters == 1
 
 
 def test_a_worker_killed_mid_contraction_does_not_change_the_result(client):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import threading
+from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,10 @@ from .executor import LocalClient, tree_sum
 
 # More slices than this is a limit too small to be useful: refused.
 MAX_SLICES = 1 << 20
+# Times the operands are sent and the slices run before a loss of the operands' every
+# copy on the cluster (workers lost: dask's active memory manager keeps one replica of
+# scattered data, which no task can recompute) is raised to the caller.
+SEND_ATTEMPTS = 3
 # cotengra's search: repeats of its greedy optimiser, each tree sliced and reconfigured
 # in turns (fewer redundant FLOPs than slicing a finished tree); ~0.5 s for 25 tensors.
 SEARCH_REPEATS = 16
@@ -117,7 +122,17 @@ class SlicedPlan:
         runner = LocalClient() if client is None else client
         if client is not None:
             _check_sendable(reduced, context)
-        remote = runner.scatter(reduced, broadcast=True, hash=False)
+        for _ in range(SEND_ATTEMPTS - 1):
+            try:
+                return self._run(runner, reduced)
+            except CancelledError as err:
+                if not _lost_operands(err):
+                    raise
+        return self._run(runner, reduced)
+
+    def _run(self, runner: Any, operands: list[Any]) -> Any:
+        """Send the operands, run every slice and add the results up."""
+        remote = runner.scatter(operands, broadcast=True, hash=False)
         tasks = [(run_slice, (self.job, index, *remote)) for index in range(self.slices)]
         return tree_sum(runner, tasks).result()
 
@@ -269,3 +284,10 @@ def run_slice(job: SliceJob, index: int, *operands: Any) -> Any:
         views.append(operand[tuple(int(positions[label]) if label in positions else slice(None)
                                    for label in term)])
     return held_plan(job, views).execute(*views)
+
+
+def _lost_operands(err: CancelledError) -> bool:
+    """Whether dask cancelled a task because data it needed is gone from the cluster
+    (``FutureCancelledError`` with reason "lost dependencies"), which sending the
+    operands again repairs."""
+    return "lost dependencies" in str(getattr(err, "reason", None) or err)
