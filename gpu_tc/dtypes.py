@@ -73,7 +73,8 @@ def resolve(
     As numpy.einsum: the result type of the operands, or ``dtype``, into which every
     operand must cast under ``casting`` (then any operand that casts may come, object
     arrays included); with ``out`` and no ``dtype`` the work runs in the wider of that
-    and ``out``'s dtype, which must cast into ``out`` under ``casting``.
+    and ``out``'s dtype, which must cast into ``out`` under ``casting``; with both ``out``
+    and ``dtype``, each must cast into the other.
 
     Args:
         operands: The operands' dtypes.
@@ -116,6 +117,11 @@ def resolve(
             raise OutputTypeError(
                 f"out has dtype {out} but the result has dtype {work}, which the rule "
                 f"{casting!r} does not cast into it, in {context}"
+            )
+        if dtype is not None and not np.can_cast(out, work, casting):
+            raise OutputTypeError(
+                f"out has dtype {out}, which the rule {casting!r} does not cast into "
+                f"dtype={work} (numpy.einsum requires both directions), in {context}"
             )
     compute = "f" if work.char == "e" else dtype_char(work)
     return Dtypes(out if out is not None else work, compute)

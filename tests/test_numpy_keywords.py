@@ -192,6 +192,31 @@ def test_out_of_another_dtype_as_numpy(rng, operand_dtype, out_dtype, casting):
         np.testing.assert_array_equal(ours, 9)  # untouched
 
 
+@pytest.mark.parametrize("casting", ["no", "equiv", "safe", "same_kind", "unsafe"])
+@pytest.mark.parametrize(
+    "out_dtype, dtype",
+    [(np.float64, np.int64), (np.float16, np.int64), (np.int64, np.float64),
+     (np.float32, np.float64), (np.float64, np.float32), (np.int8, np.bool_),
+     (np.complex64, np.float64), (np.int64, np.int64)],
+    ids=lambda d: np.dtype(d).name,
+)
+def test_out_and_dtype_together_as_numpy(casting, out_dtype, dtype):
+    """With both, numpy also requires ``out``'s dtype to cast into ``dtype``."""
+    a = np.arange(1, 5, dtype=np.int64).reshape(2, 2)
+    ours, theirs = np.full(2, 9, out_dtype), np.full(2, 9, out_dtype)
+    kwargs = {"dtype": dtype, "casting": casting}
+    (_, our_error), (_, numpy_error) = (
+        _outcome(lambda: gpu_tc.einsum("ij->i", a, out=ours, **kwargs)),
+        _outcome(lambda: np.einsum("ij->i", a, out=theirs, **kwargs)),
+    )
+    assert (our_error is None) == (numpy_error is None), (our_error, numpy_error)
+    if numpy_error is None:
+        np.testing.assert_array_equal(ours, theirs)
+    else:
+        assert isinstance(our_error, TypeError)
+        np.testing.assert_array_equal(ours, 9)
+
+
 def test_out_of_another_dtype_in_a_strided_window(rng):
     a, b = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((4, 5))
     base = np.zeros((6, 10), np.complex128)
