@@ -14,6 +14,7 @@ from typing import Any
 
 from gpu_tc.backend import PrimitivePlan, Scalars
 from gpu_tc.problem import ContractionProblem, TensorSpec
+from gpu_tc.strides import same_layout
 
 from .measure import Choice, MeasuredPlan, choice_key, timed_run, variant_names
 
@@ -78,19 +79,10 @@ class OrientationTrial:
     def execute(self, inputs: Any, out: Any, scalars: Scalars, addend: Any) -> None:
         """Run a plan that writes ``out``'s layout; time it while still measuring."""
         strides = self._layout(out).strides
-        allowed = [i for i, o in enumerate(self._outputs) if _same_layout(o, strides)]
+        allowed = [i for i, o in enumerate(self._outputs) if same_layout(o, strides)]
         timed_run(self.choice, self.plans, inputs, out, scalars, addend, allowed)
 
     @property
     def reason(self) -> str:
         """Which orientation and plan run, and the timings that chose them."""
         return "GEMM orientation and lowering " + self.choice.describe()
-
-
-def _same_layout(spec: TensorSpec, strides: tuple[int, ...]) -> bool:
-    """Whether an array of ``spec``'s extents with ``strides`` is laid out as ``spec``:
-    the stride of an axis of extent 1 (or of an empty array) never moves an element, so
-    it may be anything (an array allocated for a size-1 batch label has its own)."""
-    if 0 in spec.extents:
-        return True
-    return all(e == 1 or s == t for e, s, t in zip(spec.extents, spec.strides, strides))

@@ -13,6 +13,7 @@ from .expression import expand, parse
 from .memory import nbytes
 from .problem import OperandLayout
 from .run import run
+from .strides import same_layout
 
 
 class Plan:
@@ -66,7 +67,7 @@ class Plan:
         the plan cannot write in place adds a result-sized temporary)."""
         plan = self._live()
         aside = self._out_layout is not None and (
-            self._out_layout.strides != plan.output.strides
+            not same_layout(plan.output, self._out_layout.strides)
             or self._out_layout.dtype != plan.output.dtype
         )
         return plan.temporary_bytes + (nbytes(plan.output) if aside else 0)

@@ -20,6 +20,7 @@ from .backend import UNSCALED, Backend, Scalars
 from .errors import MemoryLimitError
 from .memory import nbytes
 from .problem import TensorSpec
+from .strides import same_layout
 
 
 class Composed(Protocol):
@@ -96,7 +97,7 @@ def run(
         addend = backend.cast(addend, plan.output.dtype)
     aside = (
         plan.converts
-        or plan.output.strides != backend.layout(out).strides
+        or not same_layout(plan.output, backend.layout(out).strides)
         or any(backend.overlaps(out, x) for x in operands)
     )
     if not aside:

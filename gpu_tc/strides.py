@@ -41,6 +41,15 @@ def merge(spec: TensorSpec, order: Sequence[str]) -> Merged | None:
     return Merged(extent, stride)
 
 
+def same_layout(spec: TensorSpec, strides: tuple[int, ...]) -> bool:
+    """Whether an array of ``spec``'s extents with ``strides`` is laid out as ``spec``:
+    the stride of an axis of extent 1 (or of an empty array) never moves an element, so
+    it may be anything (NumPy gives a size-1 axis a stride of its own)."""
+    if strides == spec.strides or 0 in spec.extents:
+        return True
+    return all(e == 1 or s == t for e, s, t in zip(spec.extents, spec.strides, strides))
+
+
 @lru_cache(maxsize=1024)
 def elements_overlap(extents: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     """Whether two elements of a layout share an address (a stride-0 axis, or strides

@@ -287,6 +287,18 @@ def test_out_view_written_in_place(out_view, rng):
     assert peak_bytes(lambda: gpu_tc.einsum("ij,jk->ik", a, b, out=out)) < out.nbytes // 4
 
 
+def test_an_out_differing_only_in_a_size_one_stride_is_written_in_place(rng):
+    """A held plan made without ``out`` writes into an ``out`` whose one difference from
+    its own layout is the stride of an extent-1 axis (it moves no element)."""
+    n = 50_000
+    a, b = rng.standard_normal((1, 8)), rng.standard_normal((8, n))
+    out = np.zeros((n, 1)).T  # strides (8, 8); a new (1, n) result has (8 * n, 8)
+    with gpu_tc.prepare("ij,jk->ik", a, b) as plan:
+        assert plan.execute(a, b, out=out) is out
+        np.testing.assert_allclose(out, a @ b)
+        assert peak_bytes(lambda: plan.execute(a, b, out=out)) < out.nbytes // 4
+
+
 @pytest.mark.parametrize(
     "subscripts, shape",
     [
