@@ -335,6 +335,31 @@ def test_cold_first_calls_do_not_size_the_runs(cold_calls):
     assert live.number > 1  # sized from a warm call, not from the 50 ms cold ones
 
 
+def test_the_first_call_after_each_pause_is_not_timed():
+    """A call right after the settling pause (slow on a VM waking its cores) is untimed."""
+    last = [0.0]
+
+    def slow_after_a_pause(case, ops):
+        def call():
+            if time.perf_counter() - last[0] > 0.02:
+                time.sleep(0.05)
+            result = np.einsum(case.expr, *ops)
+            last[0] = time.perf_counter()
+            return result
+
+        return Runner(call)
+
+    plan = _tiny_plan([Peer("waking", "slow after a pause", "cpu", "numpy", peers.ALL_KINDS,
+                            slow_after_a_pause)])
+    plan = runner.SuitePlan(plan.suite, plan.dtype, plan.cases[:1], plan.peers)
+    settings = runner.Settings(quick=True, repeat=2, min_run_time=0.0, settle=0.04)
+    from gpu_tc.bench.progress import Progress
+
+    doc = runner.run(plan, settings, Progress(plan.steps(2), io.StringIO(), bar=False))
+    [case] = doc["cases"]
+    assert max(case["results"]["waking"]["samples"]) < 0.04
+
+
 def _with_samples(doc: dict) -> dict:
     """The synthetic report with three runs per implementation (median as before)."""
     spreads = {"gpu_tc": (0.5, 2.0), "p": (0.75, 2.5), "q": (0.25, 1.0)}

@@ -45,7 +45,8 @@ class Settings:
         warmup: Untimed calls first (the first one's result is checked).
         min_run_time: Seconds each timed run lasts at least (small cases loop).
         settle: Seconds of pause before each timed run, so the thread pools of the
-            library timed before (OpenBLAS, OpenMP) stop spinning first.
+            library timed before (OpenBLAS, OpenMP) stop spinning first; one untimed
+            call follows the pause (see :func:`_run_case`).
         memory: Also measure each implementation's peak extra memory, after each
             case's timings, in a fresh process per implementation (see
             :mod:`gpu_tc.bench.memory`; not on the gpu backend, nor off Linux).
@@ -222,7 +223,11 @@ def _run_case(
 
     The timed runs rotate over the implementations (run r starts at the r-th), with a
     pause before each, so a passing load on the host or another library's spinning
-    thread pool is shared by all rather than landing on one.
+    thread pool is shared by all rather than landing on one. An untimed call follows
+    each pause: on a virtual machine the first threaded call after an idle pause runs
+    slower ('ab->' of a 4096^2 float64 array on a 2-core VM, medians: a bare 2-thread
+    NumPy split 4.6 ms back to back and 8.4 ms after a 0.2 s sleep, torch 4.5 and 6.5),
+    a cost that lands on the threaded implementations only.
     """
     operands = [dev.put(x) for x in case.operands()]
     results: dict[str, dict[str, Any]] = {}
@@ -248,6 +253,8 @@ def _run_case(
             progress.start(f"{case.suite} {case.dtype} #{case.id} {item.peer.name} run {turn + 1}")
             time.sleep(settings.settle)
             try:
+                if settings.settle:
+                    timing.run(item.runner.call, 1, item.runner.sync)
                 item.samples.append(timing.run(item.runner.call, item.number, item.runner.sync))
             except Exception as err:  # noqa: BLE001 - a failing implementation is reported
                 results[item.peer.name]["error"] = _describe(err)
