@@ -1,5 +1,5 @@
 """numba's thread pool, shared by the parallel kernels (cpu_fallback.tiles,
-cpu_fallback.sum_kernel): started with idle threads that wait passively, and launched
+cpu_fallback.sum_kernel): started with idle threads that spin briefly, then sleep, and launched
 by one caller at a time. Imports numba: imported only by those kernel modules.
 """
 
@@ -16,29 +16,39 @@ LOCK = threading.Lock()
 _STARTED: list[bool] = []  # [True] once numba's threads were started (see threads())
 
 
+# OpenMP's (libgomp's) busy-wait after a parallel region, in spins, before the threads
+# sleep: long enough that the next launch of a run of back-to-back kernels finds them
+# awake, short enough that a BLAS call soon after gets the cores back.
+SPIN_COUNT = 100_000
+
+
 def threads() -> int:
     """How many threads a parallel copy uses (numba's count, which the user may set).
 
-    The first call starts numba's OpenMP threads told to wait passively when idle,
-    unless the user set OMP_WAIT_POLICY: by default they spin after each parallel copy
-    and take the cores the next BLAS call needs (a 1296^3 dgemm right after a parallel
-    copy ran 1.3x slower on 2 cores). The variable is set only while the threads start,
-    so libraries loaded later see the user's environment.
+    The first call starts numba's OpenMP threads with a short busy-wait when idle
+    (SPIN_COUNT), unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT. libgomp's
+    own default spins 3x longer and took the cores the next BLAS call needs (a 1296^3
+    dgemm right after a parallel copy ran 1.3x slower on 2 cores); threads that sleep
+    at once (OMP_WAIT_POLICY=PASSIVE) wake late on a virtual machine, whose idle vCPU
+    halts: a 2-thread sum of a 4096^2 float64 array ran 4.1-4.5 ms with the short
+    spin, 4.9-6.6 ms (median, some calls twice as slow) with passive threads. The
+    variable is set only while the threads start, so libraries loaded later see the
+    user's environment.
     """
     if not _STARTED:
         with LOCK:
             if not _STARTED:
-                _start_passive_threads()
+                _start_threads()
                 _STARTED.append(True)
     return int(numba.get_num_threads())
 
 
-def _start_passive_threads() -> None:
-    chosen = "OMP_WAIT_POLICY" in os.environ
+def _start_threads() -> None:
+    chosen = "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ
     if not chosen:
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        os.environ["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
     try:
         numba.get_num_threads()  # loads the threading layer and its OpenMP library
     finally:
         if not chosen:
-            del os.environ["OMP_WAIT_POLICY"]
+            del os.environ["GOMP_SPINCOUNT"]

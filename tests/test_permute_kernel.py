@@ -330,33 +330,44 @@ def test_concurrent_copies_from_threads():
     subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
 
 
-@pytest.mark.parametrize("user_policy", [None, "ACTIVE"])
-def test_threads_start_waiting_passively_and_the_environment_is_left_as_found(user_policy):
-    """numba's OpenMP threads start with OMP_WAIT_POLICY=PASSIVE (they would spin and
-    slow the next BLAS call), set only while libgomp reads it; a user's choice wins."""
+@pytest.mark.parametrize(
+    "user_env",
+    [{}, {"OMP_WAIT_POLICY": "ACTIVE"}, {"OMP_WAIT_POLICY": "PASSIVE"}, {"GOMP_SPINCOUNT": "5"}],
+    ids=["unset", "active", "passive", "spincount"],
+)
+def test_threads_start_with_a_short_spin_and_the_environment_is_left_as_found(user_env):
+    """numba's OpenMP threads start with GOMP_SPINCOUNT=SPIN_COUNT (libgomp's longer
+    default spin slows the next BLAS call; sleeping at once wakes late on a VM), set only
+    while libgomp reads it; a user's OMP_WAIT_POLICY or GOMP_SPINCOUNT wins."""
     code = (
         "import os, re, numpy as np\n"
         "from cpu_fallback import blocked, tiles\n"
+        "names = ('OMP_WAIT_POLICY', 'GOMP_SPINCOUNT')\n"
         "seen = []\n"
         "real = tiles.numba.get_num_threads\n"
         "def spy():\n"
-        "    seen.append(os.environ.get('OMP_WAIT_POLICY'))\n"
+        "    seen.append([os.environ.get(n) for n in names])\n"
         "    return real()\n"
         "tiles.numba.get_num_threads = spy\n"
         "a = np.arange(2.0**22).reshape(2**11, 2**11)\n"
         "b = np.empty_like(a)\n"
         "assert blocked.copy_tiled(a.T, b) and (b == a.T).all()\n"
         "maps = open('/proc/self/maps').read()\n"
-        "print(seen[0], os.environ.get('OMP_WAIT_POLICY'), 'libgomp' in maps)\n"
+        "print(*seen[0], *[os.environ.get(n) for n in names], 'libgomp' in maps)\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    if user_policy:
-        env["OMP_WAIT_POLICY"] = user_policy
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env.update(user_env)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=env)
-    first, after, loaded = out.stdout.split()
-    assert first == (user_policy or "PASSIVE")  # what OpenMP read when the threads started
-    assert after == (user_policy or "None")  # and the environment is as the user left it
+    policy, spins, policy_after, spins_after, loaded = out.stdout.split()
+    from cpu_fallback import numba_pool  # imports numba: only here
+    # What OpenMP read when the threads started ...
+    assert policy == user_env.get("OMP_WAIT_POLICY", "None")
+    expected_spins = str(numba_pool.SPIN_COUNT) if not user_env else "None"
+    assert spins == user_env.get("GOMP_SPINCOUNT", expected_spins)
+    # ... and the environment is as the user left it.
+    assert policy_after == user_env.get("OMP_WAIT_POLICY", "None")
+    assert spins_after == user_env.get("GOMP_SPINCOUNT", "None")
     assert loaded == str(tiles_use_openmp())
 
 
