@@ -103,15 +103,15 @@ def _chained(steps: Sequence[tuple[int, int, PrimitivePlan, Any]]) -> Any:
 
     The steps' list positions (each step pops its two operands and appends its result)
     become fixed indexes at plan time: a call appends each result and reads by index."""
-    operands = len(steps) + 1
-    slots = list(range(operands))  # the list of arrays, as indexes of ``values``
+    count = len(steps) + 1  # the chain's operands
+    slots = list(range(count))  # the list of arrays, as indexes of ``values``
     calls: list[tuple[int, int, Callable[..., Any]]] = []
     for lhs, rhs, plan, _ in steps:
         if plan.fresh is None:
             return None
         b = slots.pop(rhs)
         calls.append((slots.pop(lhs), b, plan.fresh))
-        slots.append(operands + len(calls) - 1)  # where the step's result will be
+        slots.append(count + len(calls) - 1)  # where the step's result will be
     if len(calls) == 1:
         return calls[0][2]
 
