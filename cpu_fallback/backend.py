@@ -24,6 +24,7 @@ from .contraction import CpuContractionPlan
 from .elementwise import CpuElementwisePlan
 from .measure import MIN_FLOPS, MeasuredPlan
 from .orientation import OrientationTrial, contraction_flops
+from .pairwise_sum import pairwise_sum_plans
 from .permute import CpuPermutationPlan
 from .pool import HOST_POOL
 from .reduction import CpuReductionPlan
@@ -164,9 +165,11 @@ class CpuBackend:
     def reduction_plan(self, problem: ReductionProblem, options: Options) -> PrimitivePlan:
         """A ufunc reduction on a view, split over threads when large; for a large sum
         of a strided view, that, numpy.einsum's loops and numba loops on one thread or
-        several (cpu_fallback.strided_sum), timed."""
+        several (cpu_fallback.strided_sum), timed; for a large float sum of contiguous
+        stretches, that and the same pairwise sums on numba's threads
+        (cpu_fallback.pairwise_sum), timed."""
         plan = CpuReductionPlan(problem, options.memory_limit)
-        others = strided_sum_plans(problem, options.memory_limit)
+        others = (*strided_sum_plans(problem, options.memory_limit), *pairwise_sum_plans(problem))
         if not others:
             return plan
         return MeasuredPlan([plan, *others], key=f"reduction {problem!r}")

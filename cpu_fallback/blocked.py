@@ -23,14 +23,12 @@ never pay for it. Without numba, copies fall back to numpy.copyto.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import math
-import warnings
 from collections.abc import Callable
-from types import ModuleType
 
 import numpy as np
 
+from . import kernels
 from .tile_layout import Axis, TileLayout
 
 # Below this many elements numpy.copyto is about as fast: its strided walk finds the
@@ -167,7 +165,7 @@ def copy_tiled(source: np.ndarray, destination: np.ndarray) -> bool:
     )
     if layout is None:
         return False
-    tiles = _tiles()
+    tiles = kernels.load("tiles", "large permuted copies fall back to numpy.copyto")
     if tiles is None:
         return False
     from . import numba_pool  # numba imports: tiles did
@@ -188,12 +186,6 @@ def pays(layout: TileLayout, nbytes: int, workers: int) -> bool | None:
     if not parallel and layout.run.extent * int(layout.word[1:]) >= STREAM_BYTES:
         return None
     return parallel
-
-
-@functools.cache
-def numba_available() -> bool:
-    """Whether numba is installed (checked without importing it)."""
-    return importlib.util.find_spec("numba") is not None
 
 
 def _word_size(itemsize: int, values: tuple[int, ...]) -> int | None:
@@ -254,22 +246,3 @@ def _src_fastest(axes: list[Axis]) -> Axis | None:
     """The axis with the smallest non-zero source stride (the last one on ties)."""
     moving = [a for a in axes if a.src != 0]
     return min(reversed(moving), key=lambda a: abs(a.src)) if moving else None
-
-
-@functools.cache
-def _tiles() -> ModuleType | None:
-    """cpu_fallback.tiles, which imports numba; None without numba (or, with a warning
-    once, where numba fails to import, e.g. built for another NumPy)."""
-    if not numba_available():
-        return None
-    try:
-        from . import tiles
-    except ImportError as err:
-        warnings.warn(
-            f"numba is installed but does not import ({err}): large permuted copies "
-            "fall back to numpy.copyto",
-            RuntimeWarning,
-            stacklevel=4,
-        )
-        return None
-    return tiles

@@ -1,12 +1,15 @@
-"""numba's thread pool, shared by the parallel kernels (cpu_fallback.tiles,
-cpu_fallback.sum_kernel): started with idle threads that spin briefly, then sleep, and launched
-by one caller at a time. Imports numba: imported only by those kernel modules.
+"""numba's thread pool, shared by the parallel kernels (cpu_fallback.tiles, sum_kernel,
+pairwise_kernel): started with idle threads that spin briefly, then sleep, and launched
+by one caller at a time; and how those kernels are compiled. Imports numba: imported
+only by those kernel modules.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import numba
 
@@ -52,3 +55,28 @@ def _start_threads() -> None:
     finally:
         if not chosen:
             del os.environ["GOMP_SPINCOUNT"]
+
+
+def jit(kernel: Callable[..., None], parallel: bool) -> Callable[..., None]:
+    """``kernel`` compiled without the GIL, its prange loops on numba's threads where
+    ``parallel``, kept in numba's on-disk cache (or compiled in every process where
+    numba finds no directory it may cache in).
+
+    A kernel's one-thread and threaded forms must be two functions: the on-disk cache
+    keys a function by its source and argument types, not by ``parallel``, so
+    whichever was compiled first would be loaded for both (a threaded kernel run at
+    one thread's speed)."""
+    try:
+        return numba.njit(kernel, cache=True, nogil=True, parallel=parallel)
+    except RuntimeError as err:
+        if "no locator available" not in str(err):
+            raise
+        return numba.njit(kernel, nogil=True, parallel=parallel)
+
+
+def launch(kernel: Callable[..., None], *arguments: Any) -> None:
+    """Run a threaded kernel: numba's threads started as :func:`threads` starts them,
+    one launch at a time."""
+    threads()
+    with LOCK:
+        kernel(*arguments)

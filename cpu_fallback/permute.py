@@ -13,7 +13,7 @@ from gpu_tc.operators import UNARY
 from gpu_tc.options import UnaryOp
 from gpu_tc.problem import PermutationProblem
 
-from . import blocked
+from . import blocked, kernels
 
 
 def copy_permuted(source: Any, destination: Any) -> None:
@@ -49,7 +49,7 @@ def copy_route(
     parallel = blocked.pays(layout, size * itemsize, os.cpu_count() or 1)
     if parallel is None:
         return "numpy.copyto"
-    if not blocked.numba_available():
+    if not kernels.numba_available():
         return "numpy.copyto (numba, which the cache-blocked kernel needs, is not installed)"
     threads = ", threaded" if parallel else ""
     return f"cache-blocked {layout.tile_rows}x{layout.tile_cols} tiles (numba{threads})"

@@ -10,8 +10,6 @@ read, ran 3.5x faster threaded), so both variants are timed too."""
 
 from __future__ import annotations
 
-import functools
-import warnings
 from types import ModuleType
 from typing import Any
 
@@ -19,9 +17,9 @@ import numpy as np
 
 from gpu_tc.backend import PlanDefaults, PrimitivePlan, Scalars
 from gpu_tc.options import ReduceOp, UnaryOp
-from gpu_tc.problem import ReductionProblem, contiguous_spec
+from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
 
-from .blocked import numba_available
+from . import kernels
 from .permute import write_scaled
 from .reduction import CpuReductionPlan
 from .sum_layout import SumLayout, sum_layout
@@ -55,8 +53,7 @@ def kernel_plans(problem: ReductionProblem) -> tuple[KernelSumPlan, ...]:
     another reduction, a dtype they do not sum, a small or contiguous sum, no numba)."""
     a = problem.a
     if (problem.op_reduce is not ReduceOp.SUM or problem.op_a is not UnaryOp.IDENTITY
-            or a.dtype not in _DTYPES or a.size < MIN_ELEMENTS or not numba_available()
-            or _kernels() is None):
+            or a.dtype not in _DTYPES or a.size < MIN_ELEMENTS or _kernels() is None):
         return ()
     layout = sum_layout(problem, problem.d)
     if layout is None:
@@ -74,17 +71,46 @@ def kernel_plans(problem: ReductionProblem) -> tuple[KernelSumPlan, ...]:
     )
 
 
-class KernelSumPlan(PlanDefaults):
+class FoldedSumPlan(PlanDefaults):
+    """D = alpha * sum(A) + beta * C by a kernel that writes the sum: straight into D
+    when alpha is 1 and beta 0, else into a new array of D's shape, then scaled into D.
+    Subclasses give the kernel's layout of a sum into a layout of D (:meth:`_layout`)
+    and run it (:meth:`_sum`)."""
+
+    def __init__(self, problem: ReductionProblem, layout: Any) -> None:
+        d = problem.d
+        self.problem = problem
+        self.layout = layout
+        self._folded = contiguous_spec(d.labels, d.extents, d.dtype)
+        self._folded_layout = self._layout(problem, self._folded)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(route={self.route!r}, reason={self.reason!r})"
+
+    def _layout(self, problem: ReductionProblem, d: TensorSpec) -> Any:
+        raise NotImplementedError
+
+    def _sum(self, source: Any, destination: Any, layout: Any) -> None:
+        raise NotImplementedError
+
+    def execute(self, inputs: Any, d: Any, scalars: Scalars, c: Any) -> None:
+        """Write the sum into ``d``; ``c`` (D's shape) is read when beta != 0."""
+        alpha, beta = scalars.alpha, scalars.beta
+        if alpha == 1 and beta == 0:
+            self._sum(inputs[0], d, self.layout)
+            return
+        folded = np.empty(self._folded.extents, d.dtype)
+        self._sum(inputs[0], folded, self._folded_layout)
+        write_scaled(folded, d, alpha, beta, c)
+
+
+class KernelSumPlan(FoldedSumPlan):
     """D = alpha * sum(A) + beta * C by the loop nest of cpu_fallback.sum_layout, on one
     thread or (``threaded``) with the outer loop shared among numba's threads."""
 
     def __init__(self, problem: ReductionProblem, layout: SumLayout,
                  threaded: bool = False, by_column: bool = False) -> None:
-        d = problem.d
-        self.problem = problem
-        self.layout = layout
-        self._folded = contiguous_spec(d.labels, d.extents, d.dtype)
-        self._folded_layout = sum_layout(problem, self._folded)
+        super().__init__(problem, layout)
         self._parallel = threaded
         self._by_column = by_column
         kind = "column-loops" if by_column else "loops"
@@ -100,31 +126,15 @@ class KernelSumPlan(PlanDefaults):
             f"{layout.summed_src.size} middle indices, {threads}"
         )
 
-    def __repr__(self) -> str:
-        return f"KernelSumPlan(route={self.route!r}, reason={self.reason!r})"
+    def _layout(self, problem: ReductionProblem, d: TensorSpec) -> SumLayout | None:
+        return sum_layout(problem, d)
 
-    def execute(self, inputs: Any, d: Any, scalars: Scalars, c: Any) -> None:
-        """Write the sum into ``d``; ``c`` (D's shape) is read when beta != 0."""
-        kernels = _kernels()
-        assert kernels is not None  # kernel_plans imported them
-        alpha, beta = scalars.alpha, scalars.beta
-        if alpha == 1 and beta == 0:
-            kernels.run(self.layout, inputs[0], d, self._parallel, self._by_column)
-            return
-        assert self._folded_layout is not None
-        folded = np.empty(self._folded.extents, d.dtype)
-        kernels.run(self._folded_layout, inputs[0], folded, self._parallel, self._by_column)
-        write_scaled(folded, d, alpha, beta, c)
+    def _sum(self, source: Any, destination: Any, layout: SumLayout) -> None:
+        kernel = _kernels()
+        assert kernel is not None  # kernel_plans loaded it
+        kernel.run(layout, source, destination, self._parallel, self._by_column)
 
 
-@functools.cache
 def _kernels() -> ModuleType | None:
-    """cpu_fallback.sum_kernel, which imports numba; None (with a warning once) where
-    numba is installed but fails to import."""
-    try:
-        from . import sum_kernel
-    except ImportError as err:
-        warnings.warn(f"numba is installed but does not import ({err}): sums of strided "
-                      "views run as NumPy reductions", RuntimeWarning, stacklevel=4)
-        return None
-    return sum_kernel
+    """cpu_fallback.sum_kernel, or None where numba is missing or does not import."""
+    return kernels.load("sum_kernel", "sums of strided views run as NumPy reductions")

@@ -34,7 +34,7 @@ class _Memory:
         }
 
 
-def _memory(array: np.ndarray, base: int, span: int, writeable: bool) -> np.ndarray:
+def memory(array: np.ndarray, base: int, span: int, writeable: bool) -> np.ndarray:
     """The memory under ``array`` as a 1-D array of ``span`` elements from its lowest
     address (``base`` elements before its element 0)."""
     address = array.__array_interface__["data"][0] - base * array.itemsize
@@ -47,18 +47,16 @@ def run(layout: SumLayout, source: np.ndarray, destination: np.ndarray, parallel
     ``destination``; ``parallel`` shares the outer loop among numba's threads;
     ``by_column`` sums a kept inner axis element by element over the middle indices
     (COLUMNS) instead of adding rows."""
-    src = _memory(source, layout.src_base, layout.src_span, writeable=False)
-    dst = _memory(destination, layout.dst_base, layout.dst_span, writeable=True)
+    src = memory(source, layout.src_base, layout.src_span, writeable=False)
+    dst = memory(destination, layout.dst_base, layout.dst_span, writeable=True)
     n, src_stride, dst_stride = layout.inner
     zero = destination.dtype.type(0)
     arguments = (_kind(dst_stride, by_column), src, dst, layout.kept_src, layout.kept_dst,
                  layout.summed_src, n, src_stride, dst_stride, zero)
-    if not parallel:
+    if parallel:
+        numba_pool.launch(compiled(parallel=True), *arguments)
+    else:
         compiled(parallel=False)(*arguments)
-        return
-    numba_pool.threads()
-    with numba_pool.LOCK:
-        compiled(parallel=True)(*arguments)
 
 
 # The kinds of inner loop: summed (a register per output), or kept (rows added into
@@ -80,19 +78,8 @@ def _kind(dst_stride: int, by_column: bool = False) -> int:
 
 @functools.cache
 def compiled(parallel: bool) -> Callable[..., None]:
-    """_sum_threaded (the outer loop shared among numba's threads) or _sum.
-
-    Two functions, not one compiled twice: numba's on-disk cache keys a function by
-    its source and argument types, not by ``parallel``, so whichever variant was
-    compiled first would be loaded for both (a threaded sum measured at one thread's
-    speed)."""
-    kernel = _sum_threaded if parallel else _sum
-    try:
-        return numba.njit(kernel, cache=True, nogil=True, parallel=parallel)
-    except RuntimeError as err:  # no directory numba may cache in
-        if "no locator available" not in str(err):
-            raise
-        return numba.njit(kernel, nogil=True, parallel=parallel)
+    """_sum_threaded (the outer loop shared among numba's threads) or _sum."""
+    return numba_pool.jit(_sum_threaded if parallel else _sum, parallel)
 
 
 def _sum(kind: int, src: Any, dst: Any, kept_src: Any, kept_dst: Any, summed_src: Any,

@@ -1,4 +1,4 @@
-"""The loop nest of a strided sum (cpu_fallback.sum_kernel), as plain data.
+"""The loop nests of sums (cpu_fallback.sum_kernel, cpu_fallback.pairwise_kernel), as plain data.
 
 A sum over some axes of a strided view is run as three loops: outside, the kept axes but
 one (the threaded variant shares them among threads, each writing its own outputs); in
@@ -7,8 +7,10 @@ innermost loop walks memory at one short, constant stride (the hardware prefetch
 follows it, and a page serves many elements). Offsets of the two outer groups come from
 tables. When the inner axis is kept, each output row accumulates a row of the input per
 middle index; when it is summed, each output element accumulates in a register. A
-contiguous summed inner axis is left to NumPy, whose pairwise summation is more accurate
-than these sequential sums (which are as accurate as NumPy's own strided sums).
+contiguous summed inner axis is not summed this way: NumPy's pairwise summation is more
+accurate than these sequential sums (which are as accurate as NumPy's own strided sums).
+Where the summed axes make one contiguous stretch per output element, a RowLayout
+describes the sum as rows for the pairwise kernel.
 """
 
 from __future__ import annotations
@@ -64,25 +66,74 @@ def sum_layout(problem: ReductionProblem, d: TensorSpec) -> SumLayout | None:
         return None
     kept = [i for i in axes if a.labels[i] in d.labels and i != inner]
     summed = [i for i in axes if a.labels[i] not in d.labels and i != inner]
-    src_base, src_span = _extent(a.extents, a.strides)
-    dst_base, dst_span = _extent(d.extents, d.strides)
+    src_base, src_span = memory_extent(a.extents, a.strides)
+    dst_base, dst_span = memory_extent(d.extents, d.strides)
     return SumLayout(
-        kept_src=_offsets([(a.extents[i], a.strides[i]) for i in kept], src_base),
-        kept_dst=_offsets([(a.extents[i], d.stride(a.labels[i])) for i in kept], dst_base),
-        summed_src=_offsets([(a.extents[i], a.strides[i]) for i in summed], 0),
+        kept_src=offset_table([(a.extents[i], a.strides[i]) for i in kept], src_base),
+        kept_dst=offset_table([(a.extents[i], d.stride(a.labels[i])) for i in kept], dst_base),
+        summed_src=offset_table([(a.extents[i], a.strides[i]) for i in summed], 0),
         inner=(a.extents[inner], a.strides[inner], 0 if summed_inner else d.stride(label)),
         src_span=src_span, dst_span=dst_span, src_base=src_base, dst_base=dst_base,
     )
 
 
-def _extent(extents: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int]:
+@dataclass(frozen=True)
+class RowLayout:
+    """A sum whose summed axes make one contiguous stretch of memory, as rows: one per
+    index of the kept axes, each of ``length`` consecutive elements.
+
+    Attributes:
+        row_src, row_dst: Per row (the kept axes, the last varying fastest), where it
+            starts in the source and where its sum goes in the destination.
+        length: The elements of a row.
+        src_span, dst_span, src_base, dst_base: As SumLayout's.
+    """
+
+    row_src: np.ndarray
+    row_dst: np.ndarray
+    length: int
+    src_span: int
+    dst_span: int
+    src_base: int
+    dst_base: int
+
+
+def row_layout(problem: ReductionProblem, d: TensorSpec) -> RowLayout | None:
+    """``problem``'s sum written into ``d``'s layout, as rows; None unless the summed
+    axes (those of extent > 1) tile one contiguous stretch: ascending strides from 1,
+    each the product of the extents below it (NumPy's reductions coalesce them into one
+    pairwise sum)."""
+    a = problem.a
+    if 0 in a.extents:
+        return None
+    axes = [i for i, e in enumerate(a.extents) if e > 1]
+    summed = sorted((i for i in axes if a.labels[i] not in d.labels), key=lambda i: a.strides[i])
+    length = 1
+    for i in summed:
+        if a.strides[i] != length:
+            return None
+        length *= a.extents[i]
+    if not summed:
+        return None
+    kept = [i for i in axes if a.labels[i] in d.labels]
+    src_base, src_span = memory_extent(a.extents, a.strides)
+    dst_base, dst_span = memory_extent(d.extents, d.strides)
+    return RowLayout(
+        row_src=offset_table([(a.extents[i], a.strides[i]) for i in kept], src_base),
+        row_dst=offset_table([(a.extents[i], d.stride(a.labels[i])) for i in kept], dst_base),
+        length=length, src_span=src_span, dst_span=dst_span, src_base=src_base,
+        dst_base=dst_base,
+    )
+
+
+def memory_extent(extents: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int]:
     """(elements from the lowest address to element 0, elements spanned)."""
     low = sum((e - 1) * s for e, s in zip(extents, strides) if s < 0)
     high = sum((e - 1) * s for e, s in zip(extents, strides) if s > 0)
     return -low, high - low + 1
 
 
-def _offsets(axes: list[tuple[int, int]], base: int) -> np.ndarray:
+def offset_table(axes: list[tuple[int, int]], base: int) -> np.ndarray:
     """The offset of every index of ``axes`` ((extent, stride), the last varying
     fastest), plus ``base``. Left writeable: numba's loops ran 2-3x slower reading
     the offsets from read-only arrays (a 64^4 'ijkj->ik', one thread: 0.77 ms

@@ -40,9 +40,7 @@ def copy(layout: TileLayout, source: np.ndarray, destination: np.ndarray, chunks
         *_geometry(layout),
     )
     if chunks:
-        numba_pool.threads()  # started waiting passively, before the first launch
-        with numba_pool.LOCK:
-            compiled(parallel=True)(*arguments, chunks)
+        numba_pool.launch(compiled(parallel=True), *arguments, chunks)
     else:
         compiled(parallel=False)(*arguments)
 
@@ -50,14 +48,7 @@ def copy(layout: TileLayout, source: np.ndarray, destination: np.ndarray, chunks
 @functools.cache
 def compiled(parallel: bool) -> Callable[..., None]:
     """copy_tiles_parallel (the tiles shared among numba's threads) or copy_tiles."""
-    kernel = copy_tiles_parallel if parallel else copy_tiles
-    try:
-        return numba.njit(kernel, cache=True, nogil=True, parallel=parallel)
-    except RuntimeError as err:
-        if "no locator available" not in str(err):
-            raise
-        # No writable cache directory: compile in every process instead.
-        return numba.njit(kernel, nogil=True, parallel=parallel)
+    return numba_pool.jit(copy_tiles_parallel if parallel else copy_tiles, parallel)
 
 
 _TYPESTR = {word: np.dtype(word).str for word in ("u4", "u8")}

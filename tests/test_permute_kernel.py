@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 import gpu_tc
-from cpu_fallback import blocked
+from cpu_fallback import blocked, kernels
 from cpu_fallback.permute import copy_permuted, copy_route
 from gpu_tc import reference
 
-pytestmark = pytest.mark.skipif(not blocked.numba_available(), reason="numba is not installed")
+pytestmark = pytest.mark.skipif(not kernels.numba_available(), reason="numba is not installed")
 
 DTYPES = ["float32", "float64", "complex64", "complex128"]
 

@@ -1,0 +1,87 @@
+"""Sums of contiguous stretches on numba's threads, in NumPy's pairwise order.
+
+Where the summed axes make one contiguous stretch per output element ('ab->',
+'abcd->a'), NumPy's reduction is one pairwise sum per stretch, on one core: memory-bound
+work that one core does not saturate. cpu_fallback.reduction splits it over Python
+threads, whose idle workers sleep and wake late on a virtual machine (about 4 calls in
+10 of a 4096^2 float64 'ab->' took 7-10 ms instead of 5 on a 2-core host). This plan
+runs the same pairwise sums on numba's threads instead, which spin briefly before
+sleeping (cpu_fallback.numba_pool), and cuts a long stretch only where NumPy's recursion
+halves it: its result has NumPy's bits, however many threads run it. It competes with
+the ufunc reduction by timing (cpu_fallback.measure).
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import Any
+
+from gpu_tc.options import ReduceOp, UnaryOp
+from gpu_tc.problem import ReductionProblem, TensorSpec
+
+from . import kernels
+from .strided_sum import MIN_ELEMENTS, FoldedSumPlan
+from .sum_layout import RowLayout, row_layout
+
+# The dtypes whose NumPy sum is pairwise and computed in their own type (integer sums
+# are exact in any order; complex ones pair differently).
+_DTYPES = "fd"
+# Pieces per thread, so that rows of unequal cost even out; no piece shorter than this.
+PIECES_PER_THREAD = 4
+MIN_PIECE = 1 << 14
+
+
+def pairwise_sum_plans(problem: ReductionProblem) -> tuple[PairwiseSumPlan, ...]:
+    """The threaded pairwise plan of a large float SUM whose summed axes are one
+    contiguous stretch per output element, A and D of one dtype; none otherwise, on
+    one core, or without numba."""
+    a, d = problem.a, problem.d
+    if (problem.op_reduce is not ReduceOp.SUM or problem.op_a is not UnaryOp.IDENTITY
+            or a.dtype not in _DTYPES or d.dtype != a.dtype or a.size < MIN_ELEMENTS
+            or (os.cpu_count() or 1) < 2):
+        return ()
+    layout = row_layout(problem, d)
+    if layout is None or _kernel() is None:
+        return ()
+    pieces = pieces_per_row(layout.row_src.size, layout.length, os.cpu_count() or 1)
+    if layout.row_src.size * pieces < 2:
+        return ()
+    return (PairwiseSumPlan(problem, layout, pieces),)
+
+
+def pieces_per_row(rows: int, length: int, threads: int) -> int:
+    """How many pieces to cut each row into: the least power of two giving every thread
+    PIECES_PER_THREAD pieces, fewer where a piece would be shorter than MIN_PIECE."""
+    pieces = 1
+    while rows * pieces < PIECES_PER_THREAD * threads and length // (2 * pieces) >= MIN_PIECE:
+        pieces *= 2
+    return pieces
+
+
+class PairwiseSumPlan(FoldedSumPlan):
+    """D = alpha * sum(A) + beta * C, each output element the pairwise sum of its
+    stretch of A, the pieces shared among numba's threads."""
+
+    def __init__(self, problem: ReductionProblem, layout: RowLayout, pieces: int) -> None:
+        super().__init__(problem, layout)
+        self.pieces = pieces
+        self.route = "reduce:threaded-pairwise"
+        cut = f", each cut into {pieces} pieces" if pieces > 1 else ""
+        self.reason = (
+            f"SUM by numba's threads in NumPy's pairwise order, no copy of A: "
+            f"{layout.row_src.size} stretch(es) of {layout.length} contiguous elements{cut}"
+        )
+
+    def _layout(self, problem: ReductionProblem, d: TensorSpec) -> RowLayout | None:
+        return row_layout(problem, d)
+
+    def _sum(self, source: Any, destination: Any, layout: RowLayout) -> None:
+        kernel = _kernel()
+        assert kernel is not None  # pairwise_sum_plans loaded it
+        kernel.run(source, destination, layout, self.pieces, parallel=True)
+
+
+def _kernel() -> ModuleType | None:
+    """cpu_fallback.pairwise_kernel, or None where numba is missing or does not import."""
+    return kernels.load("pairwise_kernel", "long sums run as NumPy reductions")

@@ -1,0 +1,190 @@
+"""Sums of contiguous stretches on numba's threads (cpu_fallback.pairwise_sum): the rows,
+the cuts, and results with NumPy's own bits however the rows are cut; the route competes
+with the ufunc reduction by timing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import gpu_tc
+from cpu_fallback import kernels, pairwise_sum
+from cpu_fallback.pairwise_sum import PairwiseSumPlan, pairwise_sum_plans, pieces_per_row
+from cpu_fallback.sum_layout import row_layout
+from gpu_tc.backend import Scalars
+from gpu_tc.options import ReduceOp, UnaryOp
+from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
+
+pytestmark = pytest.mark.skipif(not kernels.numba_available(), reason="numba is not installed")
+
+
+def _problem(x: np.ndarray, labels: str, kept: str, d: np.ndarray | None = None,
+             **ops) -> ReductionProblem:
+    spec = TensorSpec(labels, x.shape, tuple(s // x.itemsize for s in x.strides), x.dtype.char)
+    if d is None:
+        out = contiguous_spec(kept, [spec.extent(k) for k in kept], x.dtype.char)
+    else:
+        out = TensorSpec(kept, d.shape, tuple(s // d.itemsize for s in d.strides), d.dtype.char)
+    return ReductionProblem(spec, out, **ops)
+
+
+def _recursion_cuts(n: int, depth: int) -> list[tuple[int, int]]:
+    """NumPy's pairwise recursion, written out: (start, length) of its pieces at ``depth``."""
+    if depth == 0 or n <= 128:
+        return [(0, n)]
+    half = n // 2 - (n // 2) % 8
+    return _recursion_cuts(half, depth - 1) + [
+        (half + s, m) for s, m in _recursion_cuts(n - half, depth - 1)]
+
+
+def test_rows_are_the_kept_indices_and_the_summed_axes_one_stretch():
+    a = np.empty((3, 4, 5, 6))
+    layout = row_layout(_problem(a, "abcd", "a"), contiguous_spec("a", (3,), "d"))
+    assert layout.length == 120 and layout.row_src.tolist() == [0, 120, 240]
+    assert layout.row_dst.tolist() == [0, 1, 2]
+    # a Fortran-ordered array: the summed axes still make one stretch, in memory order
+    f = np.asfortranarray(a)
+    layout = row_layout(_problem(f, "abcd", "d"), contiguous_spec("d", (6,), "d"))
+    assert layout.length == 60 and layout.row_src.tolist() == [60 * k for k in range(6)]
+    # a reversed kept axis: its rows start from the top of memory
+    layout = row_layout(_problem(a[::-1], "abcd", "a"), contiguous_spec("a", (3,), "d"))
+    assert layout.src_base == 240 and layout.row_src.tolist() == [240, 120, 0]
+
+
+@pytest.mark.parametrize(("view", "labels", "kept"), [
+    (lambda a: a, "abc", "b"),             # summed axes a and c are not one stretch
+    (lambda a: a[:, :, :5], "abc", "a"),   # rows padded: b and c not one stretch
+    (lambda a: a[:, :, ::-1], "abc", "a"),  # a reversed summed axis
+    (lambda a: a, "abc", "abc"),           # nothing summed
+])
+def test_no_rows_where_the_summed_axes_are_not_one_stretch(view, labels, kept):
+    x = view(np.empty((3, 4, 6)))
+    problem = _problem(x, labels, kept)
+    assert row_layout(problem, problem.d) is None
+
+
+@pytest.mark.parametrize(("n", "pieces"), [(1000, 2), (16_777_216, 8), (1_000_003, 4),
+                                           (300_001, 16)])
+def test_rows_are_cut_where_numpys_recursion_halves_them(n, pieces):
+    from cpu_fallback.pairwise_kernel import cuts
+    starts, lengths = cuts(n, pieces)
+    expected = _recursion_cuts(n, pieces.bit_length() - 1)
+    assert list(zip(starts.tolist(), lengths.tolist())) == expected
+    assert sum(lengths) == n
+
+
+def test_pieces_give_each_thread_several_and_none_is_short():
+    assert pieces_per_row(1, 1 << 24, 2) == 8
+    assert pieces_per_row(3, 1 << 24, 2) == 4
+    assert pieces_per_row(64, 1 << 18, 2) == 1
+    assert pieces_per_row(1, 1 << 15, 16) == 2  # halves of 2^14: no shorter pieces
+    assert pieces_per_row(1, (1 << 15) - 1, 16) == 1
+
+
+def _bitwise_cases():
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((3, 170_003))
+    b = rng.standard_normal((64, 16, 16, 17))
+    return [
+        ("ab->", a.reshape(-1)[: 2 * 170_003].reshape(2, -1), "ab", "", (0, 1)),
+        ("abcd->a", b, "abcd", "a", (1, 2, 3)),
+        ("ab->a reversed", a[::-1], "ab", "a", (1,)),
+        ("ab->b Fortran", np.asfortranarray(a.T), "ab", "b", (0,)),
+    ]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("pieces", [1, 2, 4, 8])
+@pytest.mark.parametrize("case", range(4), ids=[c[0] for c in _bitwise_cases()])
+def test_the_sum_has_numpys_bits_however_rows_are_cut(case, pieces, dtype):
+    _, x, labels, kept, axes = _bitwise_cases()[case]
+    x = x.astype(dtype, order="K")
+    problem = _problem(x, labels, kept)
+    layout = row_layout(problem, problem.d)
+    d = np.full(problem.d.extents, np.nan, dtype)
+    PairwiseSumPlan(problem, layout, pieces).execute((x,), d, Scalars(), None)
+    np.testing.assert_array_equal(d, np.add.reduce(x, axis=axes))
+
+
+def test_the_one_thread_kernel_has_numpys_bits_too():
+    from cpu_fallback import pairwise_kernel
+    x = np.random.default_rng(3).standard_normal((5, 40_001)).astype("float32")
+    problem = _problem(x, "ab", "a")
+    d = np.empty(5, "float32")
+    pairwise_kernel.run(x, d, row_layout(problem, problem.d), 2, parallel=False)
+    np.testing.assert_array_equal(d, x.sum(axis=1))
+
+
+def test_a_strided_output_alpha_beta_and_an_addend(rng):
+    x = rng.standard_normal((8, 50_000))
+    problem = _problem(x, "ab", "a", d=np.empty((8, 3))[:, 1])
+    [plan] = pairwise_sum_plans(problem) or [PairwiseSumPlan(
+        problem, row_layout(problem, problem.d), 2)]
+    base = np.zeros((8, 3))
+    plan.execute((x,), base[:, 1], Scalars(), None)
+    np.testing.assert_array_equal(base[:, 1], x.sum(axis=1))
+    assert not base[:, 0].any() and not base[:, 2].any()
+    c = rng.standard_normal(8)
+    out = np.empty((8, 3))[:, 1]
+    plan.execute((x,), out, Scalars(2.0, -3.0), c)
+    np.testing.assert_allclose(out, 2 * x.sum(axis=1) - 3 * c, rtol=1e-13, atol=1e-12)
+    before = out.copy()
+    plan.execute((x,), out, Scalars(1.0, 1.0), out)  # the addend is the output itself
+    np.testing.assert_allclose(out, before + x.sum(axis=1), rtol=1e-13, atol=1e-12)
+
+
+@pytest.mark.parametrize(("dtype", "out_dtype", "ops"), [
+    ("int64", "int64", {}), ("complex128", "complex128", {}), ("float32", "float64", {}),
+    ("float64", "float64", {"op_a": UnaryOp.ABS}),
+    ("float64", "float64", {"op_reduce": ReduceOp.MAX}),
+])
+def test_only_float_sums_into_their_own_dtype_get_the_plan(monkeypatch, dtype, out_dtype, ops):
+    monkeypatch.setattr(pairwise_sum.os, "cpu_count", lambda: 2)
+    x = np.ones((4, 1 << 14), dtype)
+    problem = _problem(x, "ab", "a", d=np.empty(4, out_dtype), **ops)
+    assert pairwise_sum_plans(problem) == ()
+    assert len(pairwise_sum_plans(_problem(np.ones(x.shape), "ab", "a"))) == 1
+
+
+def test_small_sums_and_one_core_get_no_plan(monkeypatch):
+    monkeypatch.setattr(pairwise_sum.os, "cpu_count", lambda: 2)
+    assert pairwise_sum_plans(_problem(np.ones((4, 1000)), "ab", "a")) == ()
+    monkeypatch.setattr(pairwise_sum.os, "cpu_count", lambda: 1)
+    assert pairwise_sum_plans(_problem(np.ones((4, 1 << 14)), "ab", "a")) == ()
+
+
+def test_einsum_times_the_route_against_the_ufunc_and_keeps_numpys_bits(monkeypatch, rng):
+    monkeypatch.setattr(pairwise_sum.os, "cpu_count", lambda: 2)
+    a = rng.standard_normal((512, 2048))
+    plan = gpu_tc.prepare("ab->", a)
+    for _ in range(12):
+        assert plan.execute(a) == a.sum()
+    assert "measured:" in plan.reason and "reduce:threaded-pairwise " in plan.reason
+
+
+_SUM_IN_A_FRESH_PROCESS = """
+import numpy as np
+from cpu_fallback import pairwise_kernel
+from cpu_fallback.sum_layout import RowLayout
+x = np.arange(100_000.0)
+layout = RowLayout(np.zeros(1, np.int64), np.zeros(1, np.int64), 100_000, 100_000, 1, 0, 0)
+d = np.empty(())
+pairwise_kernel.run(x, d, layout, 4, parallel=True)
+assert d == x.sum()
+print(sum(pairwise_kernel.compiled(parallel=True).stats.cache_hits.values()))
+"""
+
+
+def test_numbas_disk_cache_serves_the_recursive_kernel(tmp_path):
+    def cache_hits() -> int:
+        env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+        done = subprocess.run([sys.executable, "-c", _SUM_IN_A_FRESH_PROCESS],
+                              env=env, capture_output=True, text=True, check=True)
+        return int(done.stdout.split()[-1])
+
+    assert cache_hits() == 0
+    assert cache_hits() == 1
