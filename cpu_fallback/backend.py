@@ -167,12 +167,19 @@ class CpuBackend:
         of a strided view, that, numpy.einsum's loops and numba loops on one thread or
         several (cpu_fallback.strided_sum), timed; for a large float sum of contiguous
         stretches, that and the same pairwise sums on numba's threads
-        (cpu_fallback.pairwise_sum), timed."""
+        (cpu_fallback.pairwise_sum), timed, the latter first where the ufunc's
+        reduction would be split over threads."""
         plan = CpuReductionPlan(problem, options.memory_limit)
-        others = (*strided_sum_plans(problem, options.memory_limit), *pairwise_sum_plans(problem))
+        pairwise = pairwise_sum_plans(problem)
+        others = (*strided_sum_plans(problem, options.memory_limit), *pairwise)
         if not others:
             return plan
-        return MeasuredPlan([plan, *others], key=f"reduction {problem!r}")
+        # Where the ufunc reduction is split over the Python pool, the same sums on
+        # numba's threads start as the choice: they keep NumPy's bits and wake faster
+        # after a pause; the pool's split must beat them by the margin to be kept.
+        first: tuple[PrimitivePlan, ...] = pairwise if plan.threaded else ()
+        plans = [*first, plan, *(other for other in others if other not in first)]
+        return MeasuredPlan(plans, key=f"reduction {problem!r}")
 
     def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> CpuElementwisePlan:
         """NumPy ufuncs on broadcast views."""

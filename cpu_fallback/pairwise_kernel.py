@@ -120,12 +120,22 @@ def _combine(dst: Any, row_dst: Any, count: int, partial: Any) -> None:
 @numba.njit(nogil=True)
 def _pairwise(src: Any, start: int, n: int, zero: Any) -> Any:
     """The sum of src[start:start + n] by NumPy's pairwise summation: stretches of
-    more than BLOCK elements halved at a multiple of 8 (the halves that are blocks
-    summed here, not by a call: calls cost a fifth of the time)."""
+    more than BLOCK elements halved at a multiple of 8, each half's sum added. The
+    first two levels of halving run here, calls only below them: one call per 128
+    elements cost a fifth of the time on two threads."""
     if n <= BLOCK:
         return _block(src, start, n, zero)
-    half = n // 2
-    half -= half % 8
+    half = _half(n)
+    return _halved(src, start, half, zero) + _halved(src, start + half, n - half, zero)
+
+
+@numba.njit(inline="always")
+def _halved(src: Any, start: int, n: int, zero: Any) -> Any:
+    """:func:`_pairwise`'s sum of one half: a block, or its own halves' sums, each a
+    block or a call."""
+    if n <= BLOCK:
+        return _block(src, start, n, zero)
+    half = _half(n)
     if half <= BLOCK:
         left = _block(src, start, half, zero)
     else:
@@ -135,6 +145,13 @@ def _pairwise(src: Any, start: int, n: int, zero: Any) -> Any:
     else:
         right = _pairwise(src, start + half, n - half, zero)
     return left + right
+
+
+@numba.njit(inline="always")
+def _half(n: int) -> int:
+    """Where NumPy's pairwise sum cuts n elements: half, less its remainder modulo 8."""
+    half = n // 2
+    return half - half % 8
 
 
 @numba.njit(inline="always")

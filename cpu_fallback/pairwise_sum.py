@@ -17,16 +17,23 @@ import os
 from types import ModuleType
 from typing import Any
 
+import numpy as np
+
 from gpu_tc.options import ReduceOp, UnaryOp
 from gpu_tc.problem import ReductionProblem, TensorSpec
 
 from . import kernels
-from .strided_sum import MIN_ELEMENTS, FoldedSumPlan
+from .strided_sum import FoldedSumPlan
 from .sum_layout import RowLayout, row_layout
 
 # The dtypes whose NumPy sum is pairwise and computed in their own type (integer sums
 # are exact in any order; complex ones pair differently).
 _DTYPES = "fd"
+# Below this many bytes of A the ufunc's reduction on one thread is about as fast as
+# waking numba's threads, and timing the two costs each call ~10 us (2-core Zen 3,
+# 'ab->a' of a square matrix: the threads ran 0.82-0.87x its speed at 512 KB,
+# 0.88-1.9x at 1 MB, 1.7-2.7x at 4 MB).
+MIN_BYTES = 1 << 20
 # Pieces per thread, so that rows of unequal cost even out; no piece shorter than this.
 PIECES_PER_THREAD = 4
 MIN_PIECE = 1 << 14
@@ -38,7 +45,8 @@ def pairwise_sum_plans(problem: ReductionProblem) -> tuple[PairwiseSumPlan, ...]
     one core, or without numba."""
     a, d = problem.a, problem.d
     if (problem.op_reduce is not ReduceOp.SUM or problem.op_a is not UnaryOp.IDENTITY
-            or a.dtype not in _DTYPES or d.dtype != a.dtype or a.size < MIN_ELEMENTS
+            or a.dtype not in _DTYPES or d.dtype != a.dtype
+            or a.size * np.dtype(a.dtype).itemsize < MIN_BYTES
             or (os.cpu_count() or 1) < 2):
         return ()
     layout = row_layout(problem, d)

@@ -91,6 +91,7 @@ class CpuReductionPlan(PlanDefaults):
         if budget is not None and partials > budget:
             self._split, partials = None, 0
         self.temporary_bytes = partials
+        self.threaded = self._split is not None
         how = "one thread"
         if self._split is not None:
             bounds = np.linspace(0, a.extents[self._split], threads + 1).astype(int)

@@ -77,6 +77,9 @@ class FoldedSumPlan(PlanDefaults):
     Subclasses give the kernel's layout of a sum into a layout of D (:meth:`_layout`)
     and run it (:meth:`_sum`)."""
 
+    route: str
+    reason: str
+
     def __init__(self, problem: ReductionProblem, layout: Any) -> None:
         d = problem.d
         self.problem = problem

@@ -144,7 +144,7 @@ def test_a_strided_output_alpha_beta_and_an_addend(rng):
 ])
 def test_only_float_sums_into_their_own_dtype_get_the_plan(monkeypatch, dtype, out_dtype, ops):
     monkeypatch.setattr(pairwise_sum.os, "cpu_count", lambda: 2)
-    x = np.ones((4, 1 << 14), dtype)
+    x = np.ones((4, 1 << 16), dtype)  # 1 MiB or more in every dtype
     problem = _problem(x, "ab", "a", d=np.empty(4, out_dtype), **ops)
     assert pairwise_sum_plans(problem) == ()
     assert len(pairwise_sum_plans(_problem(np.ones(x.shape), "ab", "a"))) == 1
@@ -152,9 +152,10 @@ def test_only_float_sums_into_their_own_dtype_get_the_plan(monkeypatch, dtype, o
 
 def test_small_sums_and_one_core_get_no_plan(monkeypatch):
     monkeypatch.setattr(pairwise_sum.os, "cpu_count", lambda: 2)
-    assert pairwise_sum_plans(_problem(np.ones((4, 1000)), "ab", "a")) == ()
+    assert pairwise_sum_plans(_problem(np.ones((4, (1 << 15) - 1)), "ab", "a")) == ()
+    assert len(pairwise_sum_plans(_problem(np.ones((4, 1 << 15)), "ab", "a"))) == 1  # 1 MiB
     monkeypatch.setattr(pairwise_sum.os, "cpu_count", lambda: 1)
-    assert pairwise_sum_plans(_problem(np.ones((4, 1 << 14)), "ab", "a")) == ()
+    assert pairwise_sum_plans(_problem(np.ones((4, 1 << 15)), "ab", "a")) == ()
 
 
 def test_einsum_times_the_route_against_the_ufunc_and_keeps_numpys_bits(monkeypatch, rng):
