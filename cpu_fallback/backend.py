@@ -170,16 +170,16 @@ class CpuBackend:
         (cpu_fallback.pairwise_sum), timed, the latter first where the ufunc's
         reduction would be split over threads."""
         plan = CpuReductionPlan(problem, options.memory_limit)
+        strided = strided_sum_plans(problem, options.memory_limit)
         pairwise = pairwise_sum_plans(problem)
-        others = (*strided_sum_plans(problem, options.memory_limit), *pairwise)
-        if not others:
+        if not strided and not pairwise:
             return plan
         # Where the ufunc reduction is split over the Python pool, the same sums on
         # numba's threads start as the choice: they keep NumPy's bits and wake faster
         # after a pause; the pool's split must beat them by the margin to be kept.
-        first: tuple[PrimitivePlan, ...] = pairwise if plan.threaded else ()
-        plans = [*first, plan, *(other for other in others if other not in first)]
-        return MeasuredPlan(plans, key=f"reduction {problem!r}")
+        if plan.threaded:
+            return MeasuredPlan([*pairwise, plan, *strided], key=f"reduction {problem!r}")
+        return MeasuredPlan([plan, *strided, *pairwise], key=f"reduction {problem!r}")
 
     def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> CpuElementwisePlan:
         """NumPy ufuncs on broadcast views."""

@@ -28,39 +28,22 @@ from .sum_layout import RowLayout
 BLOCK = 128
 
 
-def run(source: np.ndarray, destination: np.ndarray, layout: RowLayout, pieces: int,
-        parallel: bool) -> None:
+def run(source: np.ndarray, destination: np.ndarray, layout: RowLayout,
+        pieces: tuple[np.ndarray, np.ndarray], parallel: bool) -> None:
     """Write into ``destination`` the pairwise sum of each row ``layout`` describes of
-    ``source``, each row cut into ``pieces`` (a power of two: see :func:`cuts`);
-    ``parallel`` shares the pieces among numba's threads."""
+    ``source``, each row cut into ``pieces`` (starts and lengths: see
+    cpu_fallback.sum_layout.cuts); ``parallel`` shares the pieces among numba's threads."""
     src = memory(source, layout.src_base, layout.src_span, writeable=False)
     dst = memory(destination, layout.dst_base, layout.dst_span, writeable=True)
-    starts, lengths = cuts(layout.length, pieces)
-    partial = np.empty(layout.row_src.size * pieces if pieces > 1 else 0, destination.dtype)
+    starts, lengths = pieces
+    count = starts.size
+    partial = np.empty(layout.row_src.size * count if count > 1 else 0, destination.dtype)
     arguments = (src, dst, layout.row_src, layout.row_dst, starts, lengths, partial,
                  destination.dtype.type(0))
     if parallel:
         numba_pool.launch(compiled(parallel=True), *arguments)
     else:
         compiled(parallel=False)(*arguments)
-
-
-@functools.lru_cache(maxsize=64)
-def cuts(length: int, pieces: int) -> tuple[np.ndarray, np.ndarray]:
-    """The (starts, lengths) of ``pieces`` pieces of a row of ``length`` elements, cut
-    where the pairwise recursion halves it (at half the length, less its remainder
-    modulo 8), until there are ``pieces`` (a power of two; each piece longer than
-    BLOCK, so that the recursion halves every one)."""
-    spans = [(0, length)]
-    while len(spans) < pieces:
-        halves = []
-        for start, n in spans:
-            half = n // 2 - (n // 2) % 8
-            halves += [(start, half), (start + half, n - half)]
-        spans = halves
-    starts = np.array([start for start, _ in spans], np.int64)
-    lengths = np.array([n for _, n in spans], np.int64)
-    return starts, lengths
 
 
 @functools.cache
@@ -149,7 +132,8 @@ def _halved(src: Any, start: int, n: int, zero: Any) -> Any:
 
 @numba.njit(inline="always")
 def _half(n: int) -> int:
-    """Where NumPy's pairwise sum cuts n elements: half, less its remainder modulo 8."""
+    """Where NumPy's pairwise sum cuts n elements: half, less its remainder modulo 8
+    (cpu_fallback.sum_layout.cuts cuts rows the same way)."""
     half = n // 2
     return half - half % 8
 

@@ -24,7 +24,7 @@ from gpu_tc.problem import ReductionProblem, TensorSpec
 
 from . import kernels
 from .strided_sum import FoldedSumPlan
-from .sum_layout import RowLayout, row_layout
+from .sum_layout import RowLayout, cuts, row_layout
 
 # The dtypes whose NumPy sum is pairwise and computed in their own type (integer sums
 # are exact in any order; complex ones pair differently).
@@ -74,6 +74,7 @@ class PairwiseSumPlan(FoldedSumPlan):
     def __init__(self, problem: ReductionProblem, layout: RowLayout, pieces: int) -> None:
         super().__init__(problem, layout)
         self.pieces = pieces
+        self._cuts = cuts(layout.length, pieces)  # the folded layout's rows are as long
         self.route = "reduce:threaded-pairwise"
         cut = f", each cut into {pieces} pieces" if pieces > 1 else ""
         self.reason = (
@@ -87,7 +88,7 @@ class PairwiseSumPlan(FoldedSumPlan):
     def _sum(self, source: Any, destination: Any, layout: RowLayout) -> None:
         kernel = _kernel()
         assert kernel is not None  # pairwise_sum_plans loaded it
-        kernel.run(source, destination, layout, self.pieces, parallel=True)
+        kernel.run(source, destination, layout, self._cuts, parallel=True)
 
 
 def _kernel() -> ModuleType | None:

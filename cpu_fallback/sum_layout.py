@@ -108,13 +108,13 @@ def row_layout(problem: ReductionProblem, d: TensorSpec) -> RowLayout | None:
         return None
     axes = [i for i, e in enumerate(a.extents) if e > 1]
     summed = sorted((i for i in axes if a.labels[i] not in d.labels), key=lambda i: a.strides[i])
+    if not summed:
+        return None
     length = 1
     for i in summed:
         if a.strides[i] != length:
             return None
         length *= a.extents[i]
-    if not summed:
-        return None
     kept = [i for i in axes if a.labels[i] in d.labels]
     src_base, src_span = memory_extent(a.extents, a.strides)
     dst_base, dst_span = memory_extent(d.extents, d.strides)
@@ -124,6 +124,23 @@ def row_layout(problem: ReductionProblem, d: TensorSpec) -> RowLayout | None:
         length=length, src_span=src_span, dst_span=dst_span, src_base=src_base,
         dst_base=dst_base,
     )
+
+
+def cuts(length: int, pieces: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (starts, lengths) of ``pieces`` pieces of a row of ``length`` elements, cut
+    where NumPy's pairwise recursion halves it (at half the length, less its remainder
+    modulo 8), until there are ``pieces`` (a power of two; each piece longer than 128
+    elements, NumPy's block, so that the recursion halves every one)."""
+    spans = [(0, length)]
+    while len(spans) < pieces:
+        halves = []
+        for start, n in spans:
+            half = n // 2 - (n // 2) % 8
+            halves += [(start, half), (start + half, n - half)]
+        spans = halves
+    starts = np.array([start for start, _ in spans], np.int64)
+    lengths = np.array([n for _, n in spans], np.int64)
+    return starts, lengths
 
 
 def memory_extent(extents: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int]:

@@ -14,7 +14,7 @@ import pytest
 import gpu_tc
 from cpu_fallback import kernels, pairwise_sum
 from cpu_fallback.pairwise_sum import PairwiseSumPlan, pairwise_sum_plans, pieces_per_row
-from cpu_fallback.sum_layout import row_layout
+from cpu_fallback.sum_layout import cuts, row_layout
 from gpu_tc.backend import Scalars
 from gpu_tc.options import ReduceOp, UnaryOp
 from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
@@ -70,7 +70,6 @@ def test_no_rows_where_the_summed_axes_are_not_one_stretch(view, labels, kept):
 @pytest.mark.parametrize(("n", "pieces"), [(1000, 2), (16_777_216, 8), (1_000_003, 4),
                                            (300_001, 16)])
 def test_rows_are_cut_where_numpys_recursion_halves_them(n, pieces):
-    from cpu_fallback.pairwise_kernel import cuts
     starts, lengths = cuts(n, pieces)
     expected = _recursion_cuts(n, pieces.bit_length() - 1)
     assert list(zip(starts.tolist(), lengths.tolist())) == expected
@@ -115,7 +114,8 @@ def test_the_one_thread_kernel_has_numpys_bits_too():
     x = np.random.default_rng(3).standard_normal((5, 40_001)).astype("float32")
     problem = _problem(x, "ab", "a")
     d = np.empty(5, "float32")
-    pairwise_kernel.run(x, d, row_layout(problem, problem.d), 2, parallel=False)
+    layout = row_layout(problem, problem.d)
+    pairwise_kernel.run(x, d, layout, cuts(layout.length, 2), parallel=False)
     np.testing.assert_array_equal(d, x.sum(axis=1))
 
 
@@ -170,11 +170,11 @@ def test_einsum_times_the_route_against_the_ufunc_and_keeps_numpys_bits(monkeypa
 _SUM_IN_A_FRESH_PROCESS = """
 import numpy as np
 from cpu_fallback import pairwise_kernel
-from cpu_fallback.sum_layout import RowLayout
+from cpu_fallback.sum_layout import RowLayout, cuts
 x = np.arange(100_000.0)
 layout = RowLayout(np.zeros(1, np.int64), np.zeros(1, np.int64), 100_000, 100_000, 1, 0, 0)
 d = np.empty(())
-pairwise_kernel.run(x, d, layout, 4, parallel=True)
+pairwise_kernel.run(x, d, layout, cuts(100_000, 4), parallel=True)
 assert d == x.sum()
 print(sum(pairwise_kernel.compiled(parallel=True).stats.cache_hits.values()))
 """
