@@ -6,11 +6,15 @@ on another, so the CPU backend times them on the calls themselves: every call co
 the full, correct result with one of the variants. A :class:`Choice` warms each variant
 up once (untimed: page faults, BLAS threads), then rotates over them until each has
 SAMPLES timings, and keeps the fastest by median; the current choice (at first variant
-0, the rule's pick) stays unless another beats it by MARGIN. After RECHECK_FIRST more
-calls, then 8x as many each time, every variant is timed SAMPLES times afresh and the
-choice made again under the same margin: one disturbed call cannot pin a slow variant,
-and a choice made under a passing load is undone at the next re-check. Host timings are
-real here: CPU calls are synchronous.
+0, the rule's pick) stays unless another beats it by MARGIN. Later every variant is
+timed SAMPLES times afresh and the choice made again under the same margin: one
+disturbed call cannot pin a slow variant, and a choice made under a passing load is
+undone at the next re-check. A re-check comes after at least RECHECK_FIRST calls, then
+8x as many each time, and never before the calls since the choice have taken
+1 / RECHECK_SHARE times what the re-check's slower variants will cost by the last
+medians: where a variant is several times slower than the choice (a one-thread
+reduction against a threaded one), its re-check waits until it costs at most a
+RECHECK_SHARE of the time. Host timings are real here: CPU calls are synchronous.
 
 A choice given a ``key`` (its problem as plain text) saves each decision in the
 persistent cache (:mod:`cpu_fallback.decisions`), and a later process's choice of the
@@ -20,6 +24,7 @@ later than a fresh choice's.
 
 from __future__ import annotations
 
+import math
 import statistics
 import threading
 import time
@@ -38,6 +43,7 @@ SAMPLES = 3
 MARGIN = 0.10
 RECHECK_FIRST = 16
 RECHECK_GROWTH = 8
+RECHECK_SHARE = 0.05
 
 
 class Choice:
@@ -62,6 +68,7 @@ class Choice:
         # Warm-ups, then SAMPLES rounds, each round over every variant.
         self._queue: deque[int] = deque(list(range(count)) * (1 + SAMPLES))
         self._calls = 0
+        self._fewest_calls = RECHECK_FIRST  # before the next re-check, at the least
         self._recheck = RECHECK_FIRST
         self._decided = False
         self._lock = threading.Lock()
@@ -72,7 +79,8 @@ class Choice:
             self.best, self.restored, self._decided = saved["best"], True, True
             self._samples = [[m] for m in saved["medians"]]
             self._queue.clear()
-            self._recheck = RECHECK_FIRST * RECHECK_GROWTH
+            self._fewest_calls = RECHECK_FIRST * RECHECK_GROWTH
+            self._recheck = self._calls_before_recheck()
 
     @property
     def settled(self) -> bool:
@@ -89,8 +97,9 @@ class Choice:
         with self._lock:
             if not self._queue:
                 self._calls += 1
-                if self._calls >= self._recheck:  # time every variant afresh
-                    self._calls, self._recheck = 0, self._recheck * RECHECK_GROWTH
+                if self._calls > self._recheck:  # time every variant afresh
+                    self._calls = 0
+                    self._fewest_calls *= RECHECK_GROWTH
                     self._samples = [[] for _ in self.names]
                     self._queue.extend(list(range(len(self.names))) * SAMPLES)
             return self._pick(allowed, pop=True)
@@ -125,9 +134,21 @@ class Choice:
         if self._median(fastest) < (1 - MARGIN) * self._median(self.best):
             self.best = fastest
         self._decided, self.restored = True, False
+        self._recheck = self._calls_before_recheck()
         if self._key is not None:
             medians = [self._median(i) for i in range(len(self.names))]
             decisions.remember(self._key, self.names, self.best, medians)
+
+    def _calls_before_recheck(self) -> int:
+        """Calls of the choice before the next re-check: at least ``_fewest_calls``,
+        and enough that the re-check's extra time (SAMPLES calls of each other variant,
+        less the choice's time, by the last medians) is at most RECHECK_SHARE of theirs."""
+        best = self._median(self.best)
+        if not 0 < best < float("inf"):
+            return self._fewest_calls
+        others = [self._median(v) for v in range(len(self.names)) if v != self.best]
+        extra = SAMPLES * sum(m - best for m in others if best < m < float("inf"))
+        return max(self._fewest_calls, math.ceil(extra / (RECHECK_SHARE * best) - 1e-9))
 
     def describe(self) -> str:
         """What was measured and kept, for a plan's reason."""
@@ -143,7 +164,8 @@ class Choice:
                         f"{self.names[self.best]} kept ({times}; re-checked after "
                         f"{self._recheck} calls)")
             return (f"measured: {self.names[self.best]} kept ({times}; medians of the "
-                    f"last {SAMPLES} timed calls, {MARGIN:.0%} margin for a change)")
+                    f"last {SAMPLES} timed calls, {MARGIN:.0%} margin for a change; "
+                    f"re-checked after {self._recheck} calls)")
 
 
 def timed_run(choice: Choice, plans: Sequence[PrimitivePlan], inputs: Any, out: Any,

@@ -67,7 +67,7 @@ def test_a_restored_decision_is_still_rechecked_later_and_a_change_saved(cache):
     _settle(Choice(["rule", "other"], key=KEY), [2.0, 1.0])
     restored = Choice(["rule", "other"], key=KEY)
     calls = RECHECK_FIRST * RECHECK_GROWTH
-    for _ in range(calls - 1):
+    for _ in range(calls):
         assert restored.next() == (1, False)
     # The re-check times both again; "rule" has become faster by more than the margin.
     while True:
@@ -77,6 +77,16 @@ def test_a_restored_decision_is_still_rechecked_later_and_a_change_saved(cache):
             break
     assert restored.best == 0 and not restored.restored
     assert Choice(["rule", "other"], key=KEY).best == 0  # the new decision was saved
+
+
+def test_a_restored_decision_waits_as_its_saved_medians_say(cache):
+    """The saved medians price the re-check: 3 calls of "rule" at 5 s less 1 s each
+    (12 s) are 5% of 240 calls of 1 s, more than the 128 a restored choice waits."""
+    _settle(Choice(["rule", "other"], key=KEY), [5.0, 1.0])
+    restored = Choice(["rule", "other"], key=KEY)
+    assert "re-checked after 240 calls" in restored.describe()
+    assert [restored.next() for _ in range(240)] == [(1, False)] * 240
+    assert restored.next()[0] == 0  # the re-check
 
 
 def test_other_variants_or_another_key_do_not_use_the_record(cache):

@@ -15,6 +15,7 @@ from cpu_fallback.measure import (
     MARGIN,
     RECHECK_FIRST,
     RECHECK_GROWTH,
+    RECHECK_SHARE,
     SAMPLES,
     Choice,
     MeasuredPlan,
@@ -22,6 +23,9 @@ from cpu_fallback.measure import (
 from gpu_tc import reference
 from gpu_tc.backend import Scalars
 from gpu_tc.gemm import lower, policies
+
+# The hand-computed waits below assume these.
+assert (SAMPLES, RECHECK_SHARE, RECHECK_FIRST, RECHECK_GROWTH) == (3, 0.05, 16, 8)
 
 
 def _drive(choice: Choice, seconds, calls: int, log: list[int] | None = None) -> None:
@@ -65,20 +69,41 @@ def test_one_disturbed_call_cannot_pin_the_slow_variant():
     during = 2 * (1 + SAMPLES)
     _drive(disturbed, lambda v, n: [5.0, 2.0][v] if n < during else [1.0, 2.0][v], during)
     assert disturbed.best == 1  # the load made "fast" look slow
-    _drive(disturbed, lambda v, n: [1.0, 2.0][v], RECHECK_FIRST + 2 * SAMPLES)
+    # Re-checking costs 3 calls of "fast" at 5 s less 2 s each: 9 s, 5% of 90 calls of 2 s.
+    _drive(disturbed, lambda v, n: [1.0, 2.0][v], 90)
+    assert disturbed.best == 1
+    _drive(disturbed, lambda v, n: [1.0, 2.0][v], 2 * SAMPLES)
     assert disturbed.best == 0  # the first re-check saw the truth
 
 
 def test_rechecks_time_every_variant_afresh_at_growing_intervals():
     choice, log = Choice(["a", "b"]), []
     _drive(choice, lambda v, n: [1.0, 2.0][v], 2 * (1 + SAMPLES))
-    first = RECHECK_FIRST - 1  # the call that starts the first re-check
-    second = first + 2 * SAMPLES + RECHECK_FIRST * RECHECK_GROWTH - 1
+    # The first re-check costs 3 x (2 s - 1 s), 5% of 60 calls of 1 s: after 60 calls,
+    # not 16; the second costs as much, after the 16 x 8 calls that come first.
+    assert "re-checked after 60 calls" in choice.describe()
+    first = 60  # the call that starts the first re-check
+    second = first + 2 * SAMPLES + RECHECK_FIRST * RECHECK_GROWTH
     _drive(choice, lambda v, n: [1.0, 2.0][v], second + 2 * SAMPLES + 3, log)
     slow = [i for i, v in enumerate(log) if v == 1]
     assert slow == [first + 1 + 2 * i for i in range(SAMPLES)] + [
         second + 1 + 2 * i for i in range(SAMPLES)]
     assert choice.best == 0 and choice.settled
+
+
+@pytest.mark.parametrize("seconds, wait", [
+    ([1.0, 1.05], RECHECK_FIRST),  # 3 x 0.05 s: 5% of 3 calls; the least wait rules
+    ([1.0, 5.0], 240),  # 3 x 4 s: 5% of 240 calls
+    ([2.0, 1.0, 1.5], 90),  # 3 x (1 s + 0.5 s): 5% of 90 calls of 1 s
+])
+def test_a_recheck_waits_until_it_costs_a_small_share_of_the_calls(seconds, wait):
+    choice, log = Choice([f"v{i}" for i in range(len(seconds))]), []
+    count = len(seconds)
+    _drive(choice, lambda v, n: seconds[v], count * (1 + SAMPLES))
+    best = seconds.index(min(seconds))
+    _drive(choice, lambda v, n: seconds[v], wait + count, log)
+    assert log[:wait] == [best] * wait and log[wait:] == list(range(count))
+    assert f"re-checked after {wait} calls" in choice.describe()
 
 
 def test_allowed_restricts_the_variants_run():

@@ -98,14 +98,14 @@ def _gpu_tc(case: Case, ops: list[Any]) -> Runner:
 
     host, sync = _device_helpers(ops)
     if case.kind in ("permute", "reduce"):
-        # Their calls hold no plan to ask: the route a new plan starts with.
-        route = gpu_tc.prepare(case.expr, ops[0]).route
         if case.kind == "permute":
             out = _empty_like_output(case, ops)
             call = lambda: gpu_tc.permute(case.expr, ops[0], out=out)  # noqa: E731
         else:
             call = lambda: gpu_tc.reduce(case.expr, ops[0])  # noqa: E731
-        return Runner(call, host, sync, route=lambda: route)
+        # Their calls hold no plan to ask; a plan of the same problem, made when asked,
+        # shares the calls' cached primitive plan, so its route is the one they settled on.
+        return Runner(call, host, sync, route=lambda: gpu_tc.prepare(case.expr, ops[0]).route)
     args = (case.expr, *ops)
     return Runner(lambda: gpu_tc.einsum(*args), host, sync, route=lambda: _cached_route(args))
 
