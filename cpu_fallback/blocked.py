@@ -13,11 +13,14 @@ tiles continue the destination's rows, and while one tile is copied the lines of
 next are prefetched (the hardware prefetcher cannot follow rows that far apart). Large
 copies share their tiles among numba's threads.
 
-The kernel moves raw words (uint32 or uint64; a complex128 element is two uint64
-words), so one compiled specialisation per word type serves every dtype, and the copy
-is bit-exact. numba is imported, and the kernel compiled (or loaded from numba's
-on-disk cache), on the first copy that uses it: ``import gpu_tc`` and small copies
-never pay for it. Without numba, copies fall back to numpy.copyto.
+The kernel moves raw words (the largest of 8, 4, 2 or 1 bytes that the items, strides
+and addresses allow; a complex128 element is two 8-byte words, a bool or int8 one
+byte), so one compiled specialisation per word type serves every dtype, and the copy
+is bit-exact. One-byte and two-byte items used to go to numpy.copyto: a reversed 64^4
+bool copy took 165 ms there against 11 ms here (int16: 342 against 9; 2-core Zen 3).
+numba is imported, and the kernel compiled (or loaded from numba's on-disk cache), on
+the first copy that uses it: ``import gpu_tc`` and small copies never pay for it.
+Without numba, copies fall back to numpy.copyto.
 """
 
 from __future__ import annotations
@@ -152,7 +155,7 @@ def copy_tiled(source: np.ndarray, destination: np.ndarray) -> bool:
     """
     if source.size < MIN_ELEMENTS or source.dtype != destination.dtype:
         return False
-    if source.dtype.kind not in "fciu":  # a bit copy must not duplicate object pointers
+    if source.dtype.kind not in "bfciu":  # a bit copy must not duplicate object pointers
         return False
     if not destination.flags.writeable or np.may_share_memory(source, destination):
         return False
@@ -189,8 +192,9 @@ def pays(layout: TileLayout, nbytes: int, workers: int) -> bool | None:
 
 
 def _word_size(itemsize: int, values: tuple[int, ...]) -> int | None:
-    """The largest word (8 or 4 bytes) that divides the item size, addresses and strides."""
-    for word in (8, 4):
+    """The largest word (8, 4, 2 or 1 bytes) that divides the item size, addresses and
+    strides."""
+    for word in (8, 4, 2, 1):
         if itemsize % word == 0 and all(v % word == 0 for v in values):
             return word
     return None

@@ -26,7 +26,7 @@ class TileLayout:
     axes keeps tiles large when extents are small.
 
     Attributes:
-        word: The word dtype the kernel moves ("u4" or "u8").
+        word: The word dtype the kernel moves ("u1", "u2", "u4" or "u8").
         outer: Axes looped outside the tiles, outermost first.
         rows: The destination's fastest axes, fastest first.
         cols: The source's fastest axes (none of ``rows``), fastest first.

@@ -5,7 +5,7 @@ imports numba. :func:`copy` runs a TileLayout: it views both arrays' memory as w
 builds the kernel's offset tables and calls a kernel, which :func:`compiled` compiles
 or loads from numba's on-disk cache (next to this file, or in the user's cache
 directory, ~/.cache/numba, where this one is read-only). Each kernel is compiled once
-per word type it meets (uint32, uint64).
+per word type it meets (uint8, uint16, uint32, uint64).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def compiled(parallel: bool) -> Callable[..., None]:
     return numba_pool.jit(copy_tiles_parallel if parallel else copy_tiles, parallel)
 
 
-_TYPESTR = {word: np.dtype(word).str for word in ("u4", "u8")}
+_TYPESTR = {word: np.dtype(word).str for word in ("u1", "u2", "u4", "u8")}
 
 
 class _Memory:

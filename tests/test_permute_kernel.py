@@ -22,7 +22,9 @@ from gpu_tc import reference
 
 pytestmark = pytest.mark.skipif(not kernels.numba_available(), reason="numba is not installed")
 
-DTYPES = ["float32", "float64", "complex64", "complex128"]
+# Every word the kernel moves: 1-byte (bool, int8), 2-byte, 4-byte and 8-byte items, and
+# items of two words.
+DTYPES = ["bool", "int8", "float16", "float32", "float64", "complex64", "complex128"]
 
 
 @pytest.fixture(params=["serial", "parallel"])
@@ -38,6 +40,8 @@ def small_tiles(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
 
 
 def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    if np.dtype(dtype).kind in "biu":
+        return rng.integers(-100, 100, shape).astype(dtype)
     x = rng.standard_normal(shape)
     if np.dtype(dtype).kind == "c":
         x = x + 1j * rng.standard_normal(shape)
@@ -65,7 +69,8 @@ def _check(source: np.ndarray, destination: np.ndarray, buffer: np.ndarray) -> N
     """copy_permuted writes what numpy.copyto writes, bit for bit, and nothing else."""
     copy_permuted(source, destination)
     np.testing.assert_array_equal(_bits(destination), _bits(source))
-    assert (buffer[..., 1] == 7).all(), "wrote outside the destination view"
+    sentinel = np.array(7).astype(buffer.dtype)  # True for bool; int8 checks 1-byte words
+    assert (buffer[..., 1] == sentinel).all(), "wrote outside the destination view"
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -124,6 +129,17 @@ def test_zero_size(small_tiles, shape):
     assert destination.shape == shape
 
 
+@pytest.mark.parametrize("dtype, word", [
+    ("bool", "u1"), ("int8", "u1"), ("int16", "u2"), ("float16", "u2"), ("float32", "u4"),
+    ("int64", "u8"), ("complex128", "u8"),
+])
+def test_the_word_is_the_item_or_its_largest_part_of_8_bytes_or_less(dtype, word):
+    itemsize = np.dtype(dtype).itemsize
+    layout = blocked.tile_layout((64, 32), (itemsize, 64 * itemsize), (32 * itemsize, itemsize),
+                                 itemsize)
+    assert layout is not None and layout.word == word
+
+
 @pytest.mark.parametrize("dtype", ["float64", "complex64", "complex128"])
 def test_misaligned_words(small_tiles, rng, dtype):
     """Items not aligned to 8 bytes move as 4-byte words; the result is the same."""
@@ -170,12 +186,20 @@ def test_permute_with_op_and_alpha(rng, op):
     np.testing.assert_allclose(result, expected, rtol=0, atol=0)
 
 
-def test_packing_through_kernel(small_tiles, rng):
-    """A contraction whose operands and result are packed/unpacked through the kernel."""
-    a = rng.standard_normal((6, 5, 7, 4))
-    b = rng.standard_normal((4, 5, 3, 6))
+@pytest.mark.parametrize("dtype", ["float64", "bool", "int8", "int16"])
+def test_packing_through_kernel(small_tiles, rng, dtype):
+    """A contraction whose operands and result are packed/unpacked through the kernel
+    (1- and 2-byte items too: bool, int8, int16)."""
+    a = _random(rng, (6, 5, 7, 4), dtype)
+    b = _random(rng, (4, 5, 3, 6), dtype)
     result = gpu_tc.einsum("abcd,dbea->ec", a, b)
-    np.testing.assert_allclose(result, reference.einsum("abcd,dbea->ec", a, b), rtol=1e-12)
+    if dtype == "float64":
+        expected = reference.einsum("abcd,dbea->ec", a, b)
+        np.testing.assert_allclose(result, expected, rtol=1e-12)
+    else:  # numpy's integer and bool results, overflow wrapping included
+        expected = np.einsum("abcd,dbea->ec", a, b)
+        assert result.dtype == expected.dtype
+        np.testing.assert_array_equal(result, expected)
 
 
 def test_falls_back_where_it_must(rng):
