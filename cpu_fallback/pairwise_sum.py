@@ -24,7 +24,7 @@ from gpu_tc.problem import ReductionProblem, TensorSpec
 
 from . import kernels
 from .strided_sum import FoldedSumPlan
-from .sum_layout import RowLayout, cuts, row_layout
+from .sum_layout import RowLayout, cuts, leaf_program, row_layout
 
 # The dtypes whose NumPy sum is pairwise and computed in their own type (integer sums
 # are exact in any order; complex ones pair differently).
@@ -75,6 +75,7 @@ class PairwiseSumPlan(FoldedSumPlan):
         super().__init__(problem, layout)
         self.pieces = pieces
         self._cuts = cuts(layout.length, pieces)  # the folded layout's rows are as long
+        self._program = leaf_program(self._cuts[1])
         self.route = "reduce:threaded-pairwise"
         cut = f", each cut into {pieces} pieces" if pieces > 1 else ""
         self.reason = (
@@ -88,7 +89,7 @@ class PairwiseSumPlan(FoldedSumPlan):
     def _sum(self, source: Any, destination: Any, layout: RowLayout) -> None:
         kernel = _kernel()
         assert kernel is not None  # pairwise_sum_plans loaded it
-        kernel.run(source, destination, layout, self._cuts, parallel=True)
+        kernel.run(source, destination, layout, self._cuts, self._program, parallel=True)
 
 
 def _kernel() -> ModuleType | None:

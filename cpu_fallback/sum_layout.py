@@ -21,6 +21,10 @@ import numpy as np
 
 from gpu_tc.problem import ReductionProblem, TensorSpec
 
+# NumPy's pairwise block: stretches of at most this many elements are summed in eight
+# running sums, longer ones halved.
+BLOCK = 128
+
 
 @dataclass(frozen=True)
 class SumLayout:
@@ -141,6 +145,50 @@ def cuts(length: int, pieces: int) -> tuple[np.ndarray, np.ndarray]:
     starts = np.array([start for start, _ in spans], np.int64)
     lengths = np.array([n for _, n in spans], np.int64)
     return starts, lengths
+
+
+@dataclass(frozen=True)
+class LeafProgram:
+    """NumPy's pairwise recursion over each piece of a row, flattened: the kernel runs it
+    with a loop and a short stack instead of recursive calls.
+
+    Piece p's blocks are entries ``starts[p]`` to ``starts[p + 1]`` - 1: each block's
+    length (at most 128 elements, summed in address order), and how many additions
+    follow it, each popping the top partial sum of the stack into the one below (the
+    recursion's additions, in its order).
+
+    Attributes:
+        lengths: Elements of each block.
+        adds: Additions after each block.
+        starts: Where each piece's blocks start, and the end (one more entry than pieces).
+    """
+
+    lengths: np.ndarray
+    adds: np.ndarray
+    starts: np.ndarray
+
+
+def leaf_program(piece_lengths: np.ndarray) -> LeafProgram:
+    """The LeafProgram of pieces of ``piece_lengths`` elements (pieces of one length
+    share the work of building it)."""
+    built: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def blocks(n: int) -> tuple[np.ndarray, np.ndarray]:
+        if n not in built:
+            if n <= BLOCK:
+                built[n] = np.array([n], np.int16), np.zeros(1, np.int16)
+            else:
+                half = n // 2 - (n // 2) % 8
+                (left, left_adds), (right, right_adds) = blocks(half), blocks(n - half)
+                adds = np.concatenate([left_adds, right_adds])
+                adds[-1] += 1  # the two halves' sums
+                built[n] = np.concatenate([left, right]), adds
+        return built[n]
+
+    programs = [blocks(int(n)) for n in piece_lengths]
+    starts = np.cumsum([0] + [len(lengths) for lengths, _ in programs]).astype(np.int64)
+    return LeafProgram(np.concatenate([lengths for lengths, _ in programs]),
+                       np.concatenate([adds for _, adds in programs]), starts)
 
 
 def memory_extent(extents: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int]:

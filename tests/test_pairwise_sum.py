@@ -14,7 +14,7 @@ import pytest
 import gpu_tc
 from cpu_fallback import kernels, pairwise_sum
 from cpu_fallback.pairwise_sum import PairwiseSumPlan, pairwise_sum_plans, pieces_per_row
-from cpu_fallback.sum_layout import cuts, row_layout
+from cpu_fallback.sum_layout import cuts, leaf_program, row_layout
 from gpu_tc.backend import Scalars
 from gpu_tc.options import ReduceOp, UnaryOp
 from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
@@ -76,6 +76,25 @@ def test_rows_are_cut_where_numpys_recursion_halves_them(n, pieces):
     assert sum(lengths) == n
 
 
+def test_the_leaf_program_spells_out_numpys_recursion():
+    """1000 = (496 = (248 = 120 + 128) x 2) + (504 = 248 + 256 = 128 + 128), by hand;
+    a piece of 100 is one block."""
+    program = leaf_program(np.array([1000, 100, 1000]))
+    blocks = [120, 128, 120, 128, 120, 128, 128, 128]
+    assert program.lengths.tolist() == blocks + [100] + blocks
+    adds = [0, 1, 0, 2, 0, 1, 0, 3]  # after each block, the halves it closes
+    assert program.adds.tolist() == adds + [0] + adds
+    assert program.starts.tolist() == [0, 8, 9, 17]
+
+
+@pytest.mark.parametrize("n", [1, 129, 1000, 1_000_003, 1 << 21])
+def test_the_leaf_program_covers_the_piece_and_ends_with_one_sum(n):
+    program = leaf_program(np.array([n]))
+    assert program.lengths.sum() == n and program.lengths.max() <= 128
+    depth = np.cumsum(1 - program.adds)  # partial sums held after each block
+    assert depth[-1] == 1 and depth.min() >= 1 and depth.max() <= 64
+
+
 def test_pieces_give_each_thread_several_and_none_is_short():
     assert pieces_per_row(1, 1 << 24, 2) == 8
     assert pieces_per_row(3, 1 << 24, 2) == 4
@@ -115,7 +134,8 @@ def test_the_one_thread_kernel_has_numpys_bits_too():
     problem = _problem(x, "ab", "a")
     d = np.empty(5, "float32")
     layout = row_layout(problem, problem.d)
-    pairwise_kernel.run(x, d, layout, cuts(layout.length, 2), parallel=False)
+    pieces = cuts(layout.length, 2)
+    pairwise_kernel.run(x, d, layout, pieces, leaf_program(pieces[1]), parallel=False)
     np.testing.assert_array_equal(d, x.sum(axis=1))
 
 
@@ -170,17 +190,18 @@ def test_einsum_times_the_route_against_the_ufunc_and_keeps_numpys_bits(monkeypa
 _SUM_IN_A_FRESH_PROCESS = """
 import numpy as np
 from cpu_fallback import pairwise_kernel
-from cpu_fallback.sum_layout import RowLayout, cuts
+from cpu_fallback.sum_layout import RowLayout, cuts, leaf_program
 x = np.arange(100_000.0)
 layout = RowLayout(np.zeros(1, np.int64), np.zeros(1, np.int64), 100_000, 100_000, 1, 0, 0)
 d = np.empty(())
-pairwise_kernel.run(x, d, layout, cuts(100_000, 4), parallel=True)
+pieces = cuts(100_000, 4)
+pairwise_kernel.run(x, d, layout, pieces, leaf_program(pieces[1]), parallel=True)
 assert d == x.sum()
 print(sum(pairwise_kernel.compiled(parallel=True).stats.cache_hits.values()))
 """
 
 
-def test_numbas_disk_cache_serves_the_recursive_kernel(tmp_path):
+def test_numbas_disk_cache_serves_the_kernel(tmp_path):
     def cache_hits() -> int:
         env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
         done = subprocess.run([sys.executable, "-c", _SUM_IN_A_FRESH_PROCESS],
