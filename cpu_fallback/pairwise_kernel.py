@@ -37,19 +37,18 @@ CHUNKS_PER_THREAD = 4
 
 
 def run(source: np.ndarray, destination: np.ndarray, layout: RowLayout,
-        pieces: tuple[np.ndarray, np.ndarray], program: LeafProgram, parallel: bool) -> None:
+        program: LeafProgram, parallel: bool) -> None:
     """Write into ``destination`` the pairwise sum of each row ``layout`` describes of
-    ``source``, each row cut into ``pieces`` (starts and lengths: see
-    cpu_fallback.sum_layout.cuts) whose recursions ``program`` spells out;
-    ``parallel`` shares the pieces among numba's threads."""
+    ``source``, each row cut into the pieces whose recursions ``program`` spells out
+    (see cpu_fallback.sum_layout.cuts); ``parallel`` shares the pieces among numba's
+    threads."""
     src = memory(source, layout.src_base, layout.src_span, writeable=False)
     dst = memory(destination, layout.dst_base, layout.dst_span, writeable=True)
-    starts, _ = pieces
-    count = starts.size
+    count = program.offsets.size
     tasks = layout.row_src.size * count
     partial = np.empty(tasks if count > 1 else 0, destination.dtype)
-    arguments = (src, dst, layout.row_src, layout.row_dst, starts, program.lengths,
-                 program.adds, program.starts, partial, destination.dtype.type(0))
+    arguments = (src, dst, layout.row_src, layout.row_dst, program.offsets, program.lengths,
+                 program.adds, program.entries, partial, destination.dtype.type(0))
     if parallel:
         chunks = min(tasks, CHUNKS_PER_THREAD * numba_pool.threads())
         numba_pool.launch(compiled(parallel=True), *arguments, chunks)
@@ -63,41 +62,41 @@ def compiled(parallel: bool) -> Callable[..., None]:
     return numba_pool.jit(_rows_threaded if parallel else _rows, parallel)
 
 
-def _rows(src: Any, dst: Any, row_src: Any, row_dst: Any, starts: Any, lengths: Any,
-          adds: Any, program: Any, partial: Any, zero: Any, chunks: int) -> None:
+def _rows(src: Any, dst: Any, row_src: Any, row_dst: Any, offsets: Any, lengths: Any,
+          adds: Any, entries: Any, partial: Any, zero: Any, chunks: int) -> None:
     """Every piece's sum (:func:`_pieces`), one after another, then the rows'."""
     for chunk in range(chunks):
-        _pieces(chunk, chunks, src, dst, row_src, row_dst, starts, lengths, adds, program,
+        _pieces(chunk, chunks, src, dst, row_src, row_dst, offsets, lengths, adds, entries,
                 partial, zero)
-    _combine(dst, row_dst, starts.shape[0], partial)
+    _combine(dst, row_dst, offsets.shape[0], partial)
 
 
-def _rows_threaded(src: Any, dst: Any, row_src: Any, row_dst: Any, starts: Any,
-                   lengths: Any, adds: Any, program: Any, partial: Any, zero: Any,
+def _rows_threaded(src: Any, dst: Any, row_src: Any, row_dst: Any, offsets: Any,
+                   lengths: Any, adds: Any, entries: Any, partial: Any, zero: Any,
                    chunks: int) -> None:
     """Every piece's sum (:func:`_pieces`), the chunks shared among numba's threads,
     then the rows'."""
     for chunk in numba.prange(chunks):
-        _pieces(chunk, chunks, src, dst, row_src, row_dst, starts, lengths, adds, program,
+        _pieces(chunk, chunks, src, dst, row_src, row_dst, offsets, lengths, adds, entries,
                 partial, zero)
-    _combine(dst, row_dst, starts.shape[0], partial)
+    _combine(dst, row_dst, offsets.shape[0], partial)
 
 
 @numba.njit(inline="always")
 def _pieces(chunk: int, chunks: int, src: Any, dst: Any, row_src: Any, row_dst: Any,
-            starts: Any, lengths: Any, adds: Any, program: Any, partial: Any,
+            offsets: Any, lengths: Any, adds: Any, entries: Any, partial: Any,
             zero: Any) -> None:
     """The sums of chunk ``chunk`` of ``chunks`` of the pieces (piece ``task`` % P of
     row ``task`` // P, P pieces a row): each the row's result when P is 1, else
     partial[task]."""
-    count = starts.shape[0]
+    count = offsets.shape[0]
     tasks = row_src.shape[0] * count
     stack = np.full(STACK, zero)
     for task in range(chunk * tasks // chunks, (chunk + 1) * tasks // chunks):
         row = task // count
         piece = task - row * count
-        total = _piece_sum(src, row_src[row] + starts[piece], lengths, adds,
-                           program[piece], program[piece + 1], stack, zero)
+        total = _piece_sum(src, row_src[row] + offsets[piece], lengths, adds,
+                           entries[piece], entries[piece + 1], stack, zero)
         if count == 1:
             dst[row_dst[row]] = total
         else:

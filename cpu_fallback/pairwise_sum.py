@@ -73,9 +73,8 @@ class PairwiseSumPlan(FoldedSumPlan):
 
     def __init__(self, problem: ReductionProblem, layout: RowLayout, pieces: int) -> None:
         super().__init__(problem, layout)
-        self.pieces = pieces
-        self._cuts = cuts(layout.length, pieces)  # the folded layout's rows are as long
-        self._program = leaf_program(self._cuts[1])
+        # The folded layout's rows are as long.
+        self._program = leaf_program(cuts(layout.length, pieces))
         self.route = "reduce:threaded-pairwise"
         cut = f", each cut into {pieces} pieces" if pieces > 1 else ""
         self.reason = (
@@ -89,7 +88,7 @@ class PairwiseSumPlan(FoldedSumPlan):
     def _sum(self, source: Any, destination: Any, layout: RowLayout) -> None:
         kernel = _kernel()
         assert kernel is not None  # pairwise_sum_plans loaded it
-        kernel.run(source, destination, layout, self._cuts, self._program, parallel=True)
+        kernel.run(source, destination, layout, self._program, parallel=True)
 
 
 def _kernel() -> ModuleType | None:

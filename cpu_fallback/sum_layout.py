@@ -130,21 +130,21 @@ def row_layout(problem: ReductionProblem, d: TensorSpec) -> RowLayout | None:
     )
 
 
-def cuts(length: int, pieces: int) -> tuple[np.ndarray, np.ndarray]:
-    """The (starts, lengths) of ``pieces`` pieces of a row of ``length`` elements, cut
-    where NumPy's pairwise recursion halves it (at half the length, less its remainder
-    modulo 8), until there are ``pieces`` (a power of two; each piece longer than 128
-    elements, NumPy's block, so that the recursion halves every one)."""
-    spans = [(0, length)]
-    while len(spans) < pieces:
-        halves = []
-        for start, n in spans:
-            half = n // 2 - (n // 2) % 8
-            halves += [(start, half), (start + half, n - half)]
-        spans = halves
-    starts = np.array([start for start, _ in spans], np.int64)
-    lengths = np.array([n for _, n in spans], np.int64)
-    return starts, lengths
+def cuts(length: int, pieces: int) -> np.ndarray:
+    """The lengths of ``pieces`` consecutive pieces of a row of ``length`` elements, cut
+    where NumPy's pairwise recursion halves it, until there are ``pieces`` (a power of
+    two; each piece longer than 128 elements, NumPy's block, so that the recursion
+    halves every one)."""
+    lengths = [length]
+    while len(lengths) < pieces:
+        lengths = [part for n in lengths for part in (_half(n), n - _half(n))]
+    return np.array(lengths, np.int64)
+
+
+def _half(n: int) -> int:
+    """Where NumPy's pairwise recursion cuts ``n`` elements: at half, less its remainder
+    modulo 8."""
+    return n // 2 - (n // 2) % 8
 
 
 @dataclass(frozen=True)
@@ -152,25 +152,27 @@ class LeafProgram:
     """NumPy's pairwise recursion over each piece of a row, flattened: the kernel runs it
     with a loop and a short stack instead of recursive calls.
 
-    Piece p's blocks are entries ``starts[p]`` to ``starts[p + 1]`` - 1: each block's
-    length (at most 128 elements, summed in address order), and how many additions
-    follow it, each popping the top partial sum of the stack into the one below (the
-    recursion's additions, in its order).
+    Piece p starts ``offsets[p]`` elements into its row; its blocks are entries
+    ``entries[p]`` to ``entries[p + 1]`` - 1: each block's length (at most 128 elements,
+    summed in address order), and how many additions follow it, each popping the top
+    partial sum of the stack into the one below (the recursion's additions, in its order).
 
     Attributes:
+        offsets: Where each piece starts in its row (the pieces follow each other).
         lengths: Elements of each block.
         adds: Additions after each block.
-        starts: Where each piece's blocks start, and the end (one more entry than pieces).
+        entries: Where each piece's blocks start, and the end (one more than pieces).
     """
 
+    offsets: np.ndarray
     lengths: np.ndarray
     adds: np.ndarray
-    starts: np.ndarray
+    entries: np.ndarray
 
 
 def leaf_program(piece_lengths: np.ndarray) -> LeafProgram:
-    """The LeafProgram of pieces of ``piece_lengths`` elements (pieces of one length
-    share the work of building it)."""
+    """The LeafProgram of a row cut into consecutive pieces of ``piece_lengths``
+    elements (pieces of one length share the work of building it)."""
     built: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def blocks(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -178,7 +180,7 @@ def leaf_program(piece_lengths: np.ndarray) -> LeafProgram:
             if n <= BLOCK:
                 built[n] = np.array([n], np.int16), np.zeros(1, np.int16)
             else:
-                half = n // 2 - (n // 2) % 8
+                half = _half(n)
                 (left, left_adds), (right, right_adds) = blocks(half), blocks(n - half)
                 adds = np.concatenate([left_adds, right_adds])
                 adds[-1] += 1  # the two halves' sums
@@ -186,9 +188,10 @@ def leaf_program(piece_lengths: np.ndarray) -> LeafProgram:
         return built[n]
 
     programs = [blocks(int(n)) for n in piece_lengths]
-    starts = np.cumsum([0] + [len(lengths) for lengths, _ in programs]).astype(np.int64)
-    return LeafProgram(np.concatenate([lengths for lengths, _ in programs]),
-                       np.concatenate([adds for _, adds in programs]), starts)
+    offsets = np.cumsum([0, *piece_lengths[:-1]]).astype(np.int64)
+    entries = np.cumsum([0] + [len(lengths) for lengths, _ in programs]).astype(np.int64)
+    return LeafProgram(offsets, np.concatenate([lengths for lengths, _ in programs]),
+                       np.concatenate([adds for _, adds in programs]), entries)
 
 
 def memory_extent(extents: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int]:

@@ -70,7 +70,8 @@ def test_no_rows_where_the_summed_axes_are_not_one_stretch(view, labels, kept):
 @pytest.mark.parametrize(("n", "pieces"), [(1000, 2), (16_777_216, 8), (1_000_003, 4),
                                            (300_001, 16)])
 def test_rows_are_cut_where_numpys_recursion_halves_them(n, pieces):
-    starts, lengths = cuts(n, pieces)
+    lengths = cuts(n, pieces)
+    starts = leaf_program(lengths).offsets
     expected = _recursion_cuts(n, pieces.bit_length() - 1)
     assert list(zip(starts.tolist(), lengths.tolist())) == expected
     assert sum(lengths) == n
@@ -84,7 +85,8 @@ def test_the_leaf_program_spells_out_numpys_recursion():
     assert program.lengths.tolist() == blocks + [100] + blocks
     adds = [0, 1, 0, 2, 0, 1, 0, 3]  # after each block, the halves it closes
     assert program.adds.tolist() == adds + [0] + adds
-    assert program.starts.tolist() == [0, 8, 9, 17]
+    assert program.entries.tolist() == [0, 8, 9, 17]
+    assert program.offsets.tolist() == [0, 1000, 1100]
 
 
 @pytest.mark.parametrize("n", [1, 129, 1000, 1_000_003, 1 << 21])
@@ -134,8 +136,7 @@ def test_the_one_thread_kernel_has_numpys_bits_too():
     problem = _problem(x, "ab", "a")
     d = np.empty(5, "float32")
     layout = row_layout(problem, problem.d)
-    pieces = cuts(layout.length, 2)
-    pairwise_kernel.run(x, d, layout, pieces, leaf_program(pieces[1]), parallel=False)
+    pairwise_kernel.run(x, d, layout, leaf_program(cuts(layout.length, 2)), parallel=False)
     np.testing.assert_array_equal(d, x.sum(axis=1))
 
 
@@ -194,8 +195,7 @@ from cpu_fallback.sum_layout import RowLayout, cuts, leaf_program
 x = np.arange(100_000.0)
 layout = RowLayout(np.zeros(1, np.int64), np.zeros(1, np.int64), 100_000, 100_000, 1, 0, 0)
 d = np.empty(())
-pieces = cuts(100_000, 4)
-pairwise_kernel.run(x, d, layout, pieces, leaf_program(pieces[1]), parallel=True)
+pairwise_kernel.run(x, d, layout, leaf_program(cuts(100_000, 4)), parallel=True)
 assert d == x.sum()
 print(sum(pairwise_kernel.compiled(parallel=True).stats.cache_hits.values()))
 """
