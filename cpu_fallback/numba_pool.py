@@ -21,8 +21,12 @@ _STARTED: list[bool] = []  # [True] once numba's threads were started (see threa
 
 # OpenMP's (libgomp's) busy-wait after a parallel region, in spins, before the threads
 # sleep: long enough that the next launch of a run of back-to-back kernels finds them
-# awake, short enough that a BLAS call soon after gets the cores back.
-SPIN_COUNT = 100_000
+# awake, short enough that a BLAS call soon after gets the cores back. On a 2-core
+# Zen 3 VM a worker spun ~0.4 ms after each launch at 10,000 spins and ~3.2 ms at
+# 100,000; a packed GEMM route (a parallel copy, then a 2.5 ms dgemm whose threads
+# shared a core with the spinning worker) took 7.1-8.4 ms at 100,000 and 5.4-5.8 ms
+# at 10,000, while back-to-back 4096^2 sums ran alike (4.0-4.4 ms either way).
+SPIN_COUNT = 10_000
 
 
 def threads() -> int:
@@ -30,7 +34,7 @@ def threads() -> int:
 
     The first call starts numba's OpenMP threads with a short busy-wait when idle
     (SPIN_COUNT), unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT. libgomp's
-    own default spins 3x longer and took the cores the next BLAS call needs (a 1296^3
+    own default spins 30x longer and took the cores the next BLAS call needs (a 1296^3
     dgemm right after a parallel copy ran 1.3x slower on 2 cores); threads that sleep
     at once (OMP_WAIT_POLICY=PASSIVE) wake late on a virtual machine, whose idle vCPU
     halts: a 2-thread sum of a 4096^2 float64 array ran 4.1-4.5 ms with the short
