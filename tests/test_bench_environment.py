@@ -198,6 +198,27 @@ def test_an_old_report_with_a_blas_string_still_renders():
         report.markdown(doc)
 
 
+def test_torchs_own_blas_is_recorded_only_where_a_peer_imported_torch(clean_env):
+    class FakeConfig:
+        @staticmethod
+        def show() -> str:
+            return "  - Build settings: BLAS_INFO=mkl, BUILD_TYPE=Release, LAPACK_INFO=mkl"
+
+    class FakeTorch:
+        __config__ = FakeConfig
+
+    clean_env.delitem(sys.modules, "torch", raising=False)
+    assert environment.torch_blas() is None
+    doc = _report(blas_env.BlasEnvironment(blas={"text": "OpenBLAS 0.3.31"}))
+    assert doc["environment"]["torch_blas"] is None
+    assert "torch runs its own BLAS" not in report.markdown(doc)
+    clean_env.setitem(sys.modules, "torch", FakeTorch)
+    assert environment.torch_blas() == "mkl"
+    doc = _report(blas_env.BlasEnvironment(blas={"text": "OpenBLAS 0.3.31"}))
+    assert ("BLAS: OpenBLAS 0.3.31; BLAS and threading variables: none set. torch runs "
+            "its own BLAS (mkl, from its build settings).") in report.markdown(doc)
+
+
 def _report(found: blas_env.BlasEnvironment) -> dict:
     case = {"id": 1, "name": "one", "kind": "einsum", "expr": "ij,jk->ik", "sizes": {},
             "work": 1e9, "ceiling": None,

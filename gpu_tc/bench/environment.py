@@ -14,6 +14,7 @@ import importlib.metadata
 import importlib.util
 import os
 import platform
+import re
 import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -87,8 +88,24 @@ def host(blas_found: blas_env.BlasEnvironment | None = None) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "opt_einsum": package_version("opt_einsum"),
         "torch": package_version("torch"),
+        "torch_blas": torch_blas(),
         "pytblis": package_version("pytblis"),
     }
+
+
+def torch_blas() -> str | None:
+    """The BLAS torch was built with (its build settings' BLAS_INFO, e.g. "mkl"), where a
+    peer already imported torch (None otherwise: torch is not imported for this). torch
+    links its own BLAS, which threadpoolctl may not list, so its GEMMs are not NumPy's."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        settings = str(torch.__config__.show())
+    except Exception:  # noqa: BLE001 - a report field, never a failure
+        return None
+    found = re.search(r"BLAS_INFO=([^,\s]+)", settings)
+    return found.group(1) if found else None
 
 
 @lru_cache(maxsize=1)

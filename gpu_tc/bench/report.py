@@ -113,7 +113,9 @@ def markdown(doc: dict[str, Any]) -> str:
         f"Host: {env.get('cpu')}, {env.get('cpu_count')} cores; NumPy {env.get('numpy')}; "
         f"gpu_tc {env.get('gpu_tc')}; {doc['created']}.",
         "",
-        f"BLAS: {blas_line(env)}; BLAS and threading variables: {variables_line(env)}.",
+        f"BLAS: {blas_line(env)}; BLAS and threading variables: {variables_line(env)}."
+        + (f" torch runs its own BLAS ({env['torch_blas']}, from its build settings)."
+           if env.get("torch_blas") else ""),
         "",
     ]
     lines += [line for warning in doc.get("warnings", []) for line in
