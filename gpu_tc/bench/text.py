@@ -45,6 +45,13 @@ def blas_line(env: dict[str, Any]) -> str:
     return str(blas) if blas else "unknown"
 
 
+def torch_blas_note(env: dict[str, Any]) -> str:
+    """A sentence naming torch's own BLAS where the report recorded it (see
+    gpu_tc.bench.environment.torch_blas), else ""."""
+    found = env.get("torch_blas")
+    return f" torch runs its own BLAS ({found}, from its build settings)." if found else ""
+
+
 def variables_line(env: dict[str, Any]) -> str:
     """The BLAS and threading variables of a report's host, e.g. "OMP_NUM_THREADS=1"."""
     found = env.get("blas_variables")
