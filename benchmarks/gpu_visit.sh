@@ -15,7 +15,8 @@
 #                                        float64, the same peers and the same two passes
 #
 # Run from the repository root with gpu_tc importable (on the lent machine: after the
-# staging calls, `source /tmp/stage/env.sh`, which puts the checkout on PYTHONPATH).
+# staging calls, `source /tmp/stage/env.sh`, which puts the checkout on PYTHONPATH); each
+# mode first compiles the copy kernel in place (setup.py build_ext --inplace).
 # That machine lacks some of gpu_tc's dependencies; stage them with cuTENSOR:
 #   WHEELS="$(benchmarks/gpu_visit.sh wheels)" ../shared/tools/device-cutensor prepare
 # Each step runs under its own time limit and a failing step does not stop the next.
@@ -75,6 +76,9 @@ if [ "$mode" = wheels ]; then echo $WHEELS; exit 0; fi
 mkdir -p "$out"
 work=$(mktemp -d /tmp/gpu-visit-XXXX)
 : > "$work/steps.txt"
+# The checkout is used in place (no pip install there): compile the copy kernel beside
+# its sources. Without it large CPU copies fall back to numpy.copyto, and its tests fail.
+step build-kernel 120 $PY setup.py build_ext --inplace
 versions
 
 case "$mode" in

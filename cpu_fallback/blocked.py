@@ -11,16 +11,17 @@ written along the destination's rows, so every cache line on either side is used
 whole. The other axes loop outside in the destination's order, so that consecutive
 tiles continue the destination's rows, and while one tile is copied the lines of the
 next are prefetched (the hardware prefetcher cannot follow rows that far apart). Large
-copies share their tiles among numba's threads.
+copies share their tiles among OpenMP's threads.
 
 The kernel moves raw words (the largest of 8, 4, 2 or 1 bytes that the items, strides
 and addresses allow; a complex128 element is two 8-byte words, a bool or int8 one
 byte), so one compiled specialisation per word type serves every dtype, and the copy
 is bit-exact. One-byte and two-byte items used to go to numpy.copyto: a reversed 64^4
 bool copy took 165 ms there against 11 ms here (int16: 342 against 9; 2-core Zen 3).
-numba is imported, and the kernel compiled (or loaded from numba's on-disk cache), on
-the first copy that uses it: ``import gpu_tc`` and small copies never pay for it.
-Without numba, copies fall back to numpy.copyto.
+The kernel is C (cpu_fallback/tile_copy.c, built when gpu_tc is installed; it was numba
+code, whose import and kernel loading cost a fresh process ~130 MiB of its memory),
+loaded on the first copy that uses it: ``import gpu_tc`` and small copies never load
+it. Where it was not built, copies fall back to numpy.copyto, with a warning.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ MIN_ELEMENTS = 1 << 20
 # through the kernel on one thread (measured on 128 MiB: numpy 0.8x at 4 KiB, the
 # kernel 1.1-1.5x from 128 B to 2 KiB and 2-5x below).
 STREAM_BYTES = 2048
-# From this many bytes the tiles are shared among numba's threads (measured on 2 cores:
+# From this many bytes the tiles are shared among OpenMP's threads (measured on 2 cores:
 # 1.0-1.9x at 4 MiB, 1.4-2.6x from 8 MiB). Smaller copies stay on the calling thread,
 # where waking the others costs more, and where on a busy host a descheduled thread
 # would stall the copy for a scheduler tick.
@@ -151,7 +152,7 @@ def copy_tiled(source: np.ndarray, destination: np.ndarray) -> bool:
     Returns:
         True when the copy is done; False when numpy.copyto should do it (a small or
         streaming copy, overlapping or read-only arrays, dtypes that differ or are not
-        numbers, or numba not installed).
+        numbers, or the compiled kernel not built).
     """
     if source.size < MIN_ELEMENTS or source.dtype != destination.dtype:
         return False
@@ -168,12 +169,12 @@ def copy_tiled(source: np.ndarray, destination: np.ndarray) -> bool:
     )
     if layout is None:
         return False
-    tiles = kernels.load("tiles", "large permuted copies fall back to numpy.copyto")
+    tiles = kernels.load(
+        "tiles", "large permuted copies fall back to numpy.copyto", compiled=True
+    )
     if tiles is None:
         return False
-    from . import numba_pool  # numba imports: tiles did
-
-    workers = numba_pool.threads()
+    workers = tiles.threads()
     parallel = pays(layout, source.nbytes, workers)
     if parallel is None:
         return False

@@ -1,8 +1,10 @@
-"""Loading the modules of numba kernels (cpu_fallback.tiles, sum_kernel, pairwise_kernel).
+"""Loading the modules of compiled kernels: the C copy (cpu_fallback.tiles) and numba's
+(sum_kernel, pairwise_kernel).
 
 Each is imported on its first use, since importing numba costs time and memory; where
-numba is missing or does not import (e.g. built for another NumPy), the caller's NumPy
-route runs instead, after one warning per module that says what falls back.
+numba is missing or does not import (e.g. built for another NumPy), or the C extension
+was not built, the caller's NumPy route runs instead, after one warning per module that
+says what falls back.
 """
 
 from __future__ import annotations
@@ -21,14 +23,26 @@ def numba_available() -> bool:
 
 
 @functools.cache
-def load(name: str, instead: str) -> ModuleType | None:
-    """cpu_fallback.``name``, a module that imports numba; None without numba, or (with
-    a warning, once) where numba fails to import: ``instead`` says what runs then."""
-    if not numba_available():
+def compiled_available() -> bool:
+    """Whether the compiled copy kernel (cpu_fallback._tile_copy) was built here."""
+    return importlib.util.find_spec(f"{__package__}._tile_copy") is not None
+
+
+@functools.cache
+def load(name: str, instead: str, *, compiled: bool = False) -> ModuleType | None:
+    """cpu_fallback.``name``, a module that imports numba (or, where ``compiled``, the
+    compiled copy); None without numba, or (with a warning, once) where numba or the
+    compiled module fails to import: ``instead`` says what runs then."""
+    if not compiled and not numba_available():
         return None
     try:
         return importlib.import_module(f"{__package__}.{name}")
     except ImportError as err:
-        warnings.warn(f"numba is installed but does not import ({err}): {instead}",
-                      RuntimeWarning, stacklevel=4)
+        what = (
+            "the compiled copy kernel (cpu_fallback._tile_copy: built when gpu_tc is "
+            "installed where a C compiler is) does not import"
+            if compiled
+            else "numba is installed but does not import"
+        )
+        warnings.warn(f"{what} ({err}): {instead}", RuntimeWarning, stacklevel=4)
         return None

@@ -36,7 +36,7 @@ def copy_route(
 ) -> str:
     """How copy_permuted copies between two layouts (strides in elements): a plan's reason.
 
-    Assumes word-aligned data, as numpy allocates it, and numba's default thread count
+    Assumes word-aligned data, as numpy allocates it, and OpenMP's default thread count
     (one per CPU).
     """
     itemsize = np.dtype(dtype).itemsize
@@ -49,10 +49,10 @@ def copy_route(
     parallel = blocked.pays(layout, size * itemsize, os.cpu_count() or 1)
     if parallel is None:
         return "numpy.copyto"
-    if not kernels.numba_available():
-        return "numpy.copyto (numba, which the cache-blocked kernel needs, is not installed)"
+    if not kernels.compiled_available():
+        return "numpy.copyto (the cache-blocked kernel, cpu_fallback._tile_copy, is not built)"
     threads = ", threaded" if parallel else ""
-    return f"cache-blocked {layout.tile_rows}x{layout.tile_cols} tiles (numba{threads})"
+    return f"cache-blocked {layout.tile_rows}x{layout.tile_cols} tiles (C kernel{threads})"
 
 
 def write_scaled(product: Any, d: Any, alpha: complex, beta: complex, c: Any) -> None:

@@ -210,3 +210,48 @@ def test_numbas_disk_cache_serves_the_kernel(tmp_path):
 
     assert cache_hits() == 0
     assert cache_hits() == 1
+
+
+def test_broken_numba_warns_once_and_sums_with_numpy(tmp_path):
+    """numba that fails to import (e.g. built for another NumPy): one warning, then the
+    ufunc reduction, with NumPy's result."""
+    fake = tmp_path / "numba"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('Numba needs NumPy 1.0')\n")
+    code = (
+        "import sys, warnings, numpy as np, gpu_tc\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "a = np.random.default_rng(0).standard_normal((512, 2048))\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    plan = gpu_tc.prepare('ab->', a)\n"
+        "    results = [plan.execute(a) for _ in range(3)]\n"
+        "    gpu_tc.einsum('ab->a', a)\n"
+        "assert all(r == a.sum() for r in results), results\n"
+        "assert 'pairwise' not in plan.reason, plan.reason\n"
+        "print(len(caught), caught[0].message)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("1 numba is installed but does not import (Numba needs NumPy")
+    assert "long sums run as NumPy reductions" in out.stdout
+
+
+def test_no_writable_cache_directory_still_compiles():
+    """Where numba finds no directory to cache in, the kernel compiles in the process."""
+    code = (
+        "import numpy as np\n"
+        "from cpu_fallback import pairwise_kernel\n"
+        "from cpu_fallback.sum_layout import RowLayout, cuts, leaf_program\n"
+        "x = np.arange(100_000.0)\n"
+        "layout = RowLayout(np.zeros(1, np.int64), np.zeros(1, np.int64), 100_000, 100_000,"
+        " 1, 0, 0)\n"
+        "d = np.empty(())\n"
+        "pairwise_kernel.run(x, d, layout, leaf_program(cuts(100_000, 4)), parallel=True)\n"
+        "assert d == x.sum()\n"
+    )
+    env = dict(
+        os.environ,
+        NUMBA_CACHE_LOCATOR_CLASSES="UserProvidedCacheLocator",
+        NUMBA_CACHE_DIR=os.devnull + "/numba",  # under a file: never creatable
+    )
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)

@@ -1,0 +1,47 @@
+"""OpenMP's threads, shared by the compiled copy (cpu_fallback.tiles) and numba's
+parallel kernels (cpu_fallback.numba_pool): both load the same libgomp, whose idle
+threads spin SPIN_COUNT times before they sleep, and both launch one at a time. Imports
+nothing compiled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+
+# One parallel launch at a time: numba's workqueue threading layer (the one left where
+# neither TBB nor OpenMP is installed) aborts on concurrent launches from two threads,
+# and two OpenMP teams at once would share the cores with each other.
+LOCK = threading.Lock()
+
+# OpenMP's (libgomp's) busy-wait after a parallel region, in spins, before the threads
+# sleep: long enough that the next launch of a run of back-to-back kernels finds them
+# awake, short enough that a BLAS call soon after gets the cores back. On a 2-core
+# Zen 3 VM a worker spun ~0.4 ms after each launch at 10,000 spins and ~3.2 ms at
+# 100,000; a packed GEMM route (a parallel copy, then a 2.5 ms dgemm whose threads
+# shared a core with the spinning worker) took 7.1-8.4 ms at 100,000 and 5.4-5.8 ms
+# at 10,000, while back-to-back 4096^2 sums ran alike (4.0-4.4 ms either way).
+# libgomp's own default spins 30x longer and took the cores the next BLAS call needs
+# (a 1296^3 dgemm right after a parallel copy ran 1.3x slower on 2 cores); threads
+# that sleep at once (OMP_WAIT_POLICY=PASSIVE) wake late on a virtual machine, whose
+# idle vCPU halts: a 2-thread sum of a 4096^2 float64 array ran 4.1-4.5 ms with the
+# short spin, 4.9-6.6 ms (median, some calls twice as slow) with passive threads.
+SPIN_COUNT = 10_000
+
+
+@contextlib.contextmanager
+def spin_environment() -> Iterator[None]:
+    """GOMP_SPINCOUNT=SPIN_COUNT while the body runs (the body loads libgomp, which
+    reads it once, when it loads), unless the user set OMP_WAIT_POLICY or
+    GOMP_SPINCOUNT; the environment is left as found, so that libraries loaded later
+    see the user's."""
+    chosen = "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ
+    if not chosen:
+        os.environ["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
+    try:
+        yield
+    finally:
+        if not chosen:
+            del os.environ["GOMP_SPINCOUNT"]
