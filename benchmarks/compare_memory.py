@@ -15,13 +15,18 @@ Two parts, both side by side in one run:
 Usage:
     python benchmarks/compare_memory.py --memory --dtype float64 --peers numpy
     python benchmarks/compare_memory.py --timing --dtype float64 --cases 20-30
+
+With ``--output F.json``, the ``--memory`` table is written as markdown to F.md too.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -29,7 +34,7 @@ import numpy as np
 
 import gpu_tc
 from gpu_tc import Options
-from gpu_tc.bench import memory
+from gpu_tc.bench import environment, memory
 from gpu_tc.bench.cli_args import parse_case_ids
 from gpu_tc.bench.suites import cases
 
@@ -90,6 +95,49 @@ def timing_rows(selected, limit: int, repeat: int, settle: int) -> list[dict]:
     return rows
 
 
+def memory_markdown(doc: dict) -> str:
+    """The ``--memory`` rows as a markdown table: MiB per implementation, gpu_tc's
+    ratios to the inputs + result, the sums, and the cases over issue 19's 0.25x."""
+    rows = doc["memory"]
+    peers = [k for k in rows[0] if k not in
+             ("id", "expr", "inputs", "result", "gpu_tc", "gpu_tc_warm") and
+             not k.endswith("_reason")]
+    lines = [
+        f"# Peak extra memory, TCCG {doc['dtype']} at full extents (CPU)", "",
+        "Each implementation alone in a fresh process: resident peak (VmHWM) above the "
+        "process once the inputs exist, less the result's bytes, over a cold then a warm "
+        "call (`gpu_tc/bench/memory_probe.py`). `gpu_tc warm`: the same probe after four "
+        "gpu_tc calls before the baseline, its host pool emptied (a process's one-time "
+        "costs left out).", "",
+        f"Host: {doc['host']}. Command: `{doc['command']}` (commit {doc['commit']}).", "",
+        "| case | expression | inputs + result MiB | gpu_tc MiB | x | gpu_tc warm MiB | x | "
+        + " | ".join(f"{p} MiB" for p in peers) + " |",
+        "|---|---|---|---|---|---|---|" + "---|" * len(peers),
+    ]
+    sums = dict.fromkeys(["gpu_tc", "gpu_tc_warm", *peers], 0)
+    over = {"gpu_tc": 0, "gpu_tc_warm": 0}
+    for row in rows:
+        whole = row["inputs"] + row["result"]
+        cells = [str(row["id"]), f"`{row['expr']}`", f"{whole / MIB:.0f}"]
+        for name in ("gpu_tc", "gpu_tc_warm"):
+            cells += [f"{row[name] / MIB:.0f}", f"{row[name] / whole:.2f}"]
+            over[name] += row[name] > 0.25 * whole
+        cells += [f"{row[p] / MIB:.0f}" if row[p] is not None else "failed" for p in peers]
+        for name in sums:
+            sums[name] += row[name] or 0
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("| sum | | | " + f"{sums['gpu_tc'] / MIB:,.0f} | | "
+                 + f"{sums['gpu_tc_warm'] / MIB:,.0f} | | "
+                 + " | ".join(f"{sums[p] / MIB:,.0f}" for p in peers) + " |")
+    lines += ["", f"Cases above 0.25x (inputs + result): gpu_tc {over['gpu_tc']} of "
+              f"{len(rows)} in a fresh process, {over['gpu_tc_warm']} warm."]
+    if "numpy" in peers and sums["numpy"]:
+        lines.append(f"gpu_tc's sum / numpy.einsum(optimize=True)'s: fresh "
+                     f"{sums['gpu_tc'] / sums['numpy']:.2f}, warm "
+                     f"{sums['gpu_tc_warm'] / sums['numpy']:.2f}.")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--memory", action="store_true")
@@ -107,13 +155,30 @@ def main() -> None:
     if args.cases:
         wanted = parse_case_ids(args.cases)
         selected = [c for c in selected if c.id in wanted]
-    doc: dict = {"dtype": args.dtype}
+    doc: dict = {
+        "dtype": args.dtype,
+        "command": "python benchmarks/compare_memory.py " + " ".join(sys.argv[1:]),
+        "commit": _commit(),
+        "host": f"{environment.cpu_name()} ({os.cpu_count()} cores), "
+                + environment.blas()["text"] + f", NumPy {np.__version__}",
+    }
     if args.memory:
         doc["memory"] = memory_rows(selected, [p for p in args.peers.split(",") if p])
     if args.timing:
         doc["timing"] = timing_rows(selected, args.limit, args.repeat, args.settle)
     if args.output:
         args.output.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        if args.memory:
+            args.output.with_suffix(".md").write_text(memory_markdown(doc), encoding="utf-8")
+
+
+def _commit() -> str:
+    """The checkout's short commit, with "+changes" where the working tree differs."""
+    def git(*words: str) -> str:
+        return subprocess.run(["git", *words], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, check=False).stdout.strip()
+    return (git("rev-parse", "--short", "HEAD") or "unknown") + (
+        "+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 if __name__ == "__main__":

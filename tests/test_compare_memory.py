@@ -1,0 +1,39 @@
+"""benchmarks/compare_memory.py's markdown: sums, ratios and the count over 0.25x,
+checked against hand-computed figures."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+MIB = 1 << 20
+
+
+def _module():
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "compare_memory.py"
+    spec = importlib.util.spec_from_file_location("compare_memory", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_table_sums_and_counts_the_cases_over_a_quarter():
+    rows = [  # inputs + result: 100 MiB, then 400 MiB
+        {"id": 1, "expr": "ab,bc->ac", "inputs": 80 * MIB, "result": 20 * MIB,
+         "gpu_tc": 30 * MIB, "numpy": 100 * MIB, "pytblis": 4 * MIB, "gpu_tc_warm": 10 * MIB},
+        {"id": 2, "expr": "abc,cd->abd", "inputs": 300 * MIB, "result": 100 * MIB,
+         "gpu_tc": 20 * MIB, "numpy": None, "numpy_reason": "MemoryError",
+         "pytblis": 8 * MIB, "gpu_tc_warm": 0},
+    ]
+    doc = {"dtype": "float64", "memory": rows, "host": "a host", "command": "cmd",
+           "commit": "abc1234"}
+    text = _module().memory_markdown(doc)
+    lines = text.splitlines()
+    assert "| numpy MiB | pytblis MiB |" in lines[6]
+    assert "| 1 | `ab,bc->ac` | 100 | 30 | 0.30 | 10 | 0.10 | 100 | 4 |" in lines
+    assert "| 2 | `abc,cd->abd` | 400 | 20 | 0.05 | 0 | 0.00 | failed | 8 |" in lines
+    assert "| sum | | | 50 | | 10 | | 100 | 12 |" in lines
+    assert "gpu_tc 1 of 2 in a fresh process, 0 warm." in text
+    assert "fresh 0.50, warm 0.10." in text
+    assert "Host: a host. Command: `cmd` (commit abc1234)." in text
