@@ -1,7 +1,8 @@
 """OpenMP's threads, shared by the compiled copy (cpu_fallback.tiles) and numba's
 parallel kernels (cpu_fallback.numba_pool): both load the same libgomp, whose idle
-threads spin SPIN_COUNT times before they sleep, and both launch one at a time. Imports
-nothing compiled.
+threads spin SPIN_COUNT times before they sleep, and both launch one at a time. A
+process forked from one that loaded this module copies on its calling thread only
+(:func:`forked`). Imports nothing compiled.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator
+
+_FORKED: list[bool] = []  # [True] in a child forked after this module was imported
 
 # One parallel launch at a time: numba's workqueue threading layer (the one left where
 # neither TBB nor OpenMP is installed) aborts on concurrent launches from two threads,
@@ -45,3 +48,13 @@ def spin_environment() -> Iterator[None]:
     finally:
         if not chosen:
             del os.environ["GOMP_SPINCOUNT"]
+
+
+def forked() -> bool:
+    """Whether this process was forked from one that had loaded OpenMP's threads: libgomp
+    is not fork-safe, and a parallel region in the child waits forever on the parent's
+    threads, which the child lacks (a forked child's parallel copy hung here)."""
+    return bool(_FORKED)
+
+
+os.register_at_fork(after_in_child=lambda: _FORKED.append(True))

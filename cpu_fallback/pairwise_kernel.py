@@ -26,7 +26,7 @@ from llvmlite import ir
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import numba_pool
+from . import numba_pool, openmp
 from .sum_kernel import memory
 from .sum_layout import LeafProgram, RowLayout
 
@@ -41,7 +41,8 @@ def run(source: np.ndarray, destination: np.ndarray, layout: RowLayout,
     """Write into ``destination`` the pairwise sum of each row ``layout`` describes of
     ``source``, each row cut into the pieces whose recursions ``program`` spells out
     (see cpu_fallback.sum_layout.cuts); ``parallel`` shares the pieces among numba's
-    threads."""
+    threads, except in a forked child (openmp.forked), which sums on its own thread:
+    the same bits."""
     src = memory(source, layout.src_base, layout.src_span, writeable=False)
     dst = memory(destination, layout.dst_base, layout.dst_span, writeable=True)
     count = program.offsets.size
@@ -49,7 +50,7 @@ def run(source: np.ndarray, destination: np.ndarray, layout: RowLayout,
     partial = np.empty(tasks if count > 1 else 0, destination.dtype)
     arguments = (src, dst, layout.row_src, layout.row_dst, program.offsets, program.lengths,
                  program.adds, program.entries, partial, destination.dtype.type(0))
-    if parallel:
+    if parallel and not openmp.forked():
         chunks = min(tasks, CHUNKS_PER_THREAD * numba_pool.threads())
         numba_pool.launch(compiled(parallel=True), *arguments, chunks)
     else:

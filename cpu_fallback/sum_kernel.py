@@ -14,7 +14,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from . import numba_pool
+from . import numba_pool, openmp
 from .sum_layout import SumLayout
 
 
@@ -44,16 +44,16 @@ def memory(array: np.ndarray, base: int, span: int, writeable: bool) -> np.ndarr
 def run(layout: SumLayout, source: np.ndarray, destination: np.ndarray, parallel: bool,
         by_column: bool = False) -> None:
     """Write the sum ``layout`` describes of ``source`` (a strided view) into
-    ``destination``; ``parallel`` shares the outer loop among numba's threads;
-    ``by_column`` sums a kept inner axis element by element over the middle indices
-    (COLUMNS) instead of adding rows."""
+    ``destination``; ``parallel`` shares the outer loop among numba's threads (not in
+    a forked child: openmp.forked); ``by_column`` sums a kept inner axis element by
+    element over the middle indices (COLUMNS) instead of adding rows."""
     src = memory(source, layout.src_base, layout.src_span, writeable=False)
     dst = memory(destination, layout.dst_base, layout.dst_span, writeable=True)
     n, src_stride, dst_stride = layout.inner
     zero = destination.dtype.type(0)
     arguments = (_kind(dst_stride, by_column), src, dst, layout.kept_src, layout.kept_dst,
                  layout.summed_src, n, src_stride, dst_stride, zero)
-    if parallel:
+    if parallel and not openmp.forked():
         numba_pool.launch(compiled(parallel=True), *arguments)
     else:
         compiled(parallel=False)(*arguments)

@@ -25,13 +25,14 @@ from .tile_layout import Axis, TileLayout
 
 def threads() -> int:
     """How many threads a parallel copy uses: OpenMP's count (OMP_NUM_THREADS, else one
-    per CPU this process may run on)."""
-    return int(_tile_copy.max_threads())
+    per CPU this process may run on); 1 in a forked child (see openmp.forked)."""
+    return 1 if openmp.forked() else int(_tile_copy.max_threads())
 
 
 def copy(layout: TileLayout, source: np.ndarray, destination: np.ndarray, chunks: int) -> None:
     """Run the copy ``layout`` describes; ``chunks`` > 0 shares its tiles among OpenMP's
-    threads in that many chunks (one launch at a time), 0 runs it on the calling thread.
+    threads in that many chunks (one launch at a time), 0 (or a forked child) runs it
+    on the calling thread.
 
     The kernel checks that every word it would touch lies inside the two views' spans
     (a ValueError otherwise) and releases the GIL while it copies.
@@ -40,7 +41,7 @@ def copy(layout: TileLayout, source: np.ndarray, destination: np.ndarray, chunks
     dst = _words(destination, layout.word, layout.dst_base, layout.dst_span, writeable=True)
     outer, row_src, col_dst = _tables(layout)
     word = int(layout.word[1:])
-    if chunks:
+    if chunks and not openmp.forked():
         with openmp.LOCK:
             _tile_copy.copy(src, dst, word, outer, row_src, col_dst, *_geometry(layout),
                             chunks, threads())

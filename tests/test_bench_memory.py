@@ -320,3 +320,15 @@ def test_footprint_arithmetic():
     assert Case(**json.loads(probe[-1])) == _case("abc,cd->abd")
     assert Path(memory._environment()["PYTHONPATH"].split(os.pathsep)[0]) == Path(
         memory.__file__).resolve().parents[2]
+
+
+def test_the_probe_measures_this_gpu_tc_whatever_the_working_directory(tmp_path, monkeypatch):
+    """``python -m`` puts the working directory first on the import path: a probe started
+    beside another checkout must still import this one (it runs in this one's root)."""
+    other = tmp_path / "gpu_tc"
+    other.mkdir()
+    (other / "__init__.py").write_text("raise ImportError('the other checkout')\n")
+    monkeypatch.chdir(tmp_path)
+    found = memory.measure(_case("abc,cd->abd"), "gpu_tc", "cpu")
+    assert found.reason is None, found.reason
+    assert found.peak_extra_bytes is not None

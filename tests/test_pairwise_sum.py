@@ -255,3 +255,29 @@ def test_no_writable_cache_directory_still_compiles():
         NUMBA_CACHE_DIR=os.devnull + "/numba",  # under a file: never creatable
     )
     subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
+
+
+def test_a_forked_child_sums_on_its_own_thread_with_the_same_bits():
+    """numba's OpenMP threads in a forked child would abort it ("fork() called from a
+    process already using GNU OpenMP"): the child runs the one-thread kernel instead."""
+    code = (
+        "import os, numpy as np\n"
+        "from cpu_fallback import pairwise_kernel\n"
+        "from cpu_fallback.sum_layout import RowLayout, cuts, leaf_program\n"
+        "x = np.random.default_rng(0).standard_normal(1_000_000)\n"
+        "layout = RowLayout(np.zeros(1, np.int64), np.zeros(1, np.int64), 1_000_000,"
+        " 1_000_000, 1, 0, 0)\n"
+        "program = leaf_program(cuts(1_000_000, 4))\n"
+        "d = np.empty(())\n"
+        "pairwise_kernel.run(x, d, layout, program, parallel=True)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    e = np.empty(())\n"
+        "    pairwise_kernel.run(x, e, layout, program, parallel=True)\n"
+        "    os._exit(0 if e == x.sum() else 3)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "print(os.waitstatus_to_exitcode(status), d == x.sum())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)
+    assert out.stdout.split() == ["0", "True"]

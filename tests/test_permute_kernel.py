@@ -408,3 +408,28 @@ def test_openmp_loads_with_a_short_spin_and_the_environment_is_left_as_found(use
     assert policy_after == user_env.get("OMP_WAIT_POLICY", "None")
     assert spins_after == user_env.get("GOMP_SPINCOUNT", "None")
     assert loaded == "True"
+
+
+def test_a_forked_child_copies_on_its_own_thread():
+    """libgomp is not fork-safe: after the parent's threaded copy, a forked child's
+    parallel region would wait forever on threads it lacks. The child copies on its
+    calling thread instead, with the right result (the timeout catches a hang)."""
+    code = (
+        "import os, numpy as np\n"
+        "from cpu_fallback import tiles\n"
+        "from cpu_fallback.permute import copy_permuted\n"
+        "a = np.random.default_rng(0).standard_normal((256, 256, 256))\n"
+        "b = np.empty_like(a)\n"
+        "copy_permuted(a.transpose(2, 1, 0), b)  # the parent's threads are started\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    c = np.empty_like(a)\n"
+        "    copy_permuted(a.transpose(2, 1, 0), c)\n"
+        "    ok = (c == a.transpose(2, 1, 0)).all() and tiles.threads() == 1\n"
+        "    os._exit(0 if ok else 3)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "print(os.waitstatus_to_exitcode(status), tiles.threads() >= 1)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)
+    assert out.stdout.split() == ["0", "True"]

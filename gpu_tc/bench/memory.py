@@ -103,13 +103,20 @@ def command(case: Case, name: str, backend: str, warm: bool = False) -> list[str
             "--case", json.dumps(asdict(case)), *(["--warm"] if warm else [])]
 
 
+def _root() -> Path:
+    """The directory that holds this gpu_tc (its checkout, or site-packages)."""
+    return Path(__file__).resolve().parents[2]
+
+
 def _environment() -> dict[str, str]:
     """This process's environment, with this gpu_tc's checkout first on the import path.
 
-    The probe must measure the code that was timed, even when another gpu_tc is installed.
+    The probe must measure the code that was timed, even when another gpu_tc is installed
+    (it also runs in that directory: ``python -m`` puts its working directory first on
+    the import path, and another checkout there would be measured instead).
     """
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(_root())
     env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
     return env
 
@@ -134,7 +141,8 @@ def measure(case: Case, name: str, backend: str, timeout: float = PROBE_TIMEOUT,
         return Footprint.missing(why)
     try:
         done = subprocess.run(command(case, name, backend, warm), capture_output=True, text=True,
-                              timeout=timeout, env=_environment(), check=False)
+                              timeout=timeout, env=_environment(), cwd=_root(),
+                              check=False)
     except subprocess.TimeoutExpired:
         return Footprint.missing(f"probe timed out after {timeout:g} s")
     except OSError as err:
