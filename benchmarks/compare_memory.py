@@ -110,8 +110,8 @@ def memory_markdown(doc: dict) -> str:
         "gpu_tc calls before the baseline, its host pool emptied (a process's one-time "
         "costs left out).", "",
         f"Host: {doc['host']}. Command: `{doc['command']}` (commit {doc['commit']}).", "",
-        "| case | expression | inputs + result MiB | gpu_tc MiB | x | gpu_tc warm MiB | x | "
-        + " | ".join(f"{p} MiB" for p in peers) + " |",
+        "| " + " | ".join(["case", "expression", "inputs + result MiB", "gpu_tc MiB", "x",
+                           "gpu_tc warm MiB", "x", *(f"{p} MiB" for p in peers)]) + " |",
         "|---|---|---|---|---|---|---|" + "---|" * len(peers),
     ]
     sums = dict.fromkeys(["gpu_tc", "gpu_tc_warm", *peers], 0)
@@ -126,9 +126,9 @@ def memory_markdown(doc: dict) -> str:
         for name in sums:
             sums[name] += row[name] or 0
         lines.append("| " + " | ".join(cells) + " |")
-    lines.append("| sum | | | " + f"{sums['gpu_tc'] / MIB:,.0f} | | "
-                 + f"{sums['gpu_tc_warm'] / MIB:,.0f} | | "
-                 + " | ".join(f"{sums[p] / MIB:,.0f}" for p in peers) + " |")
+    lines.append("| " + " | ".join(["sum", "", "", f"{sums['gpu_tc'] / MIB:,.0f}", "",
+                                     f"{sums['gpu_tc_warm'] / MIB:,.0f}", "",
+                                     *(f"{sums[p] / MIB:,.0f}" for p in peers)]) + " |")
     lines += ["", f"Cases above 0.25x (inputs + result): gpu_tc {over['gpu_tc']} of "
               f"{len(rows)} in a fresh process, {over['gpu_tc_warm']} warm."]
     if "numpy" in peers and sums["numpy"]:

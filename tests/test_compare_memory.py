@@ -33,7 +33,7 @@ def test_the_table_sums_and_counts_the_cases_over_a_quarter():
     assert "| numpy MiB | pytblis MiB |" in lines[6]
     assert "| 1 | `ab,bc->ac` | 100 | 30 | 0.30 | 10 | 0.10 | 100 | 4 |" in lines
     assert "| 2 | `abc,cd->abd` | 400 | 20 | 0.05 | 0 | 0.00 | failed | 8 |" in lines
-    assert "| sum | | | 50 | | 10 | | 100 | 12 |" in lines
+    assert "| sum |  |  | 50 |  | 10 |  | 100 | 12 |" in lines
     assert "gpu_tc 1 of 2 in a fresh process, 0 warm." in text
     assert "fresh 0.50, warm 0.10." in text
     assert "Host: a host. Command: `cmd` (commit abc1234)." in text
