@@ -13,7 +13,6 @@ import numba
 
 from . import openmp
 
-LOCK = openmp.LOCK  # one launch at a time, shared with the compiled copy
 _STARTED: list[bool] = []  # [True] once numba's threads were started (see threads())
 
 
@@ -26,7 +25,7 @@ def threads() -> int:
     briefly when idle.
     """
     if not _STARTED:
-        with LOCK:
+        with openmp.LOCK:
             if not _STARTED:
                 _start_threads()
                 _STARTED.append(True)
@@ -59,5 +58,5 @@ def launch(kernel: Callable[..., None], *arguments: Any) -> None:
     """Run a threaded kernel: numba's threads started as :func:`threads` starts them,
     one launch at a time."""
     threads()
-    with LOCK:
+    with openmp.LOCK:
         kernel(*arguments)

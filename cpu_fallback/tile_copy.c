@@ -49,6 +49,15 @@ static int64_t count_jobs(const Geometry *g)
     return jobs;
 }
 
+/* Start loading `count` words from base + first, a cache line (`line` words) at a time,
+ * for reading (rw 0) or writing (1); the address is computed as an integer, since the
+ * next tile's lines may lie past the buffer (a prefetch never faults). */
+#define PREFETCH(base, first, count, line, rw)                                             \
+    for (int64_t x_ = 0; x_ < (count); x_ += (line))                                       \
+    __builtin_prefetch((const void *)((uintptr_t)(base) +                                  \
+                                      (uintptr_t)(((first) + x_) * (int64_t)sizeof(*(base)))), \
+                       rw, 3)
+
 /* Copy tiles first .. last - 1 (the destination's rows advance fastest), with `buf`
  * (tr * tc * ev words) and `idx` (n_outer entries) as scratch. An odometer steps from
  * tile to tile. */
@@ -110,26 +119,16 @@ static int64_t count_jobs(const Geometry *g)
                 const int64_t pc = job + 1 < last ? (tc < nc - nc0 ? tc : nc - nc0) : 0;   \
                 for (int64_t i = 0; i < mr; i++) {                                         \
                     const T *row = src + so + row_src[r0 + i] + c0 * ev;                   \
-                    if (i < pr) {                                                          \
-                        const uintptr_t next =                                             \
-                            (uintptr_t)src + (uintptr_t)((so0 + row_src[nr0 + i] + nc0 * ev) \
-                                                         * (int64_t)sizeof(T));            \
-                        for (int64_t x = 0; x < pc * ev; x += line)                        \
-                            __builtin_prefetch((const void *)(next + x * sizeof(T)), 0, 3); \
-                    }                                                                      \
+                    if (i < pr)                                                            \
+                        PREFETCH(src, so0 + row_src[nr0 + i] + nc0 * ev, pc * ev, line, 0);  \
                     T *b = buf + i * width;                                                \
                     for (int64_t x = 0; x < mc * ev; x++)                                  \
                         b[x] = row[x];                                                     \
                 }                                                                          \
                 for (int64_t j = 0; j < mc; j++) {                                         \
                     T *row = dst + d0 + col_dst[c0 + j] + r0 * ev;                         \
-                    if (j < pc) {                                                          \
-                        const uintptr_t next =                                             \
-                            (uintptr_t)dst + (uintptr_t)((do0 + col_dst[nc0 + j] + nr0 * ev) \
-                                                         * (int64_t)sizeof(T));            \
-                        for (int64_t x = 0; x < pr * ev; x += line)                        \
-                            __builtin_prefetch((const void *)(next + x * sizeof(T)), 1, 3); \
-                    }                                                                      \
+                    if (j < pc)                                                            \
+                        PREFETCH(dst, do0 + col_dst[nc0 + j] + nr0 * ev, pr * ev, line, 1);  \
                     if (ev == 1) {                                                         \
                         for (int64_t i = 0; i < mr; i++)                                   \
                             row[i] = buf[i * width + j];                                   \
