@@ -17,9 +17,18 @@ from gpu_tc.gemm import (
 )
 from gpu_tc.problem import ContractionProblem, TensorSpec, contiguous_spec
 
+from . import cblas
 from .permute import copy_permuted, write_scaled
 from .pool import HOST_POOL, MIN_BYTES
-from .tiling import Tiling, accumulates, choose, copy_bytes, hoisted, tile_problem
+from .tiling import (
+    Tiling,
+    accumulates,
+    adds_in_place,
+    choose,
+    copy_bytes,
+    hoisted,
+    tile_problem,
+)
 
 
 class CpuContractionPlan(PlanDefaults):
@@ -46,11 +55,15 @@ class CpuContractionPlan(PlanDefaults):
         # Untiled copies when beta == 0 and when beta != 0 (D staged), and tiles where
         # they exceed the budget.
         self._tiled: dict[bool, TiledRun | None] = {False: None, True: None}
+        # BLAS's gemm adds a product into D in place (beta), where it serves the dtype.
+        blas_adds = cblas.available(problem.d.dtype)
+        self._adds_in_place = (blas_adds and isinstance(low, GemmLowering)
+                               and adds_in_place(low, problem))
         peaks = []
         for staged in (False, True):
-            peak = sum(copy_bytes(low, problem, staged))
+            peak = sum(copy_bytes(low, problem, staged, blas_adds))
             if budget is not None and peak > budget:
-                tiling = choose(problem, policy, budget, staged)
+                tiling = choose(problem, policy, budget, staged, blas_adds)
                 peak = tiling.peak_bytes
                 if tiling.tiles > 1:
                     self._tiled[staged] = TiledRun(problem, policy, tiling)
@@ -103,6 +116,13 @@ class CpuContractionPlan(PlanDefaults):
             if alpha != 1:
                 np.multiply(d_mat, alpha, out=d_mat)
             return
+        if self._adds_in_place:  # D = beta * C first, then BLAS adds the product into it
+            if c is not d:
+                np.multiply(c, beta, out=d)
+                c, beta = d, 1
+            if cblas.gemm(a_mat, b_mat, d.transpose(low.d.perm).reshape(low.d.shape),
+                          alpha, beta):
+                return
         temp, unmerged = _buffer(low.d, d.dtype)
         np.matmul(a_mat, b_mat, out=temp)
         write_scaled(unmerged.transpose(self._d_order), d, alpha, beta, c)

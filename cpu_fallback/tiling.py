@@ -7,7 +7,12 @@ label of A, or a batch label), one of B's side (a free label of B) or a contract
 Each tile is a smaller contraction of the same kind whose copies are a chunk of A, a
 chunk of B and a tile of D; the chunks of a contracted label add into their D tile
 (``beta = 1`` after the first). The tiles of one outer chunk share its packed operand;
-the inner operand is packed again for every outer chunk.
+the inner operand is packed again for every outer chunk, unless the outer cut is a
+contracted label (then every chunk of either operand is packed once).
+
+A product added into D (``beta != 0``, or a later chunk of a contracted label) needs no
+staged D where BLAS's own gemm adds it in place (cpu_fallback.cblas: one GEMM, D not
+packed, a float dtype); elsewhere it is computed aside first and D counts as a copy.
 
 Among the cuts that fit, :func:`choose` takes the cheapest by a cost model in bytes
 copied: every copy (repacking included) weighted by how short its contiguous runs are,
@@ -24,6 +29,8 @@ import numpy as np
 from gpu_tc.gemm import GemmLowering, Lowering, MultiplyLowering, lower
 from gpu_tc.problem import ContractionProblem, TensorSpec
 
+from .cblas import matrix_layout
+
 # Each tile costs a few GEMM calls' overhead: counted as this many bytes copied.
 TILE_COST_BYTES = 256 << 10
 # A GEMM flop costs about 1/FLOPS_PER_BYTE of a copied byte (BLAS at ~100-200 GFLOP/s
@@ -39,9 +46,10 @@ LABELS_PER_ROLE = 2
 # together (under a quarter, room left for the rest of a call), and at least
 # DEFAULT_MIN_BYTES: below it the memory saved is small against a process's own (NumPy,
 # numba: 100+ MiB) while tiles cost time (TCCG cases 20-30 at half extents, 38 MiB of
-# operands, ran 1.6x slower in 16 tiles under an 8 MiB budget). At full extents a fifth
-# cut cases 20-30 into 4 x 4 tiles (the inner operand packed 4 times), 1.10-1.19x the
-# untiled time; 0.23 admits 2 x 8 tiles (packed twice), 1.06-1.12x (side by side).
+# operands, ran 1.6x slower in 16 tiles under an 8 MiB budget). At full extents, before
+# BLAS added chunks into D in place, a fifth cut cases 20-30 into 4 x 4 tiles (the inner
+# operand packed 4 times), 1.10-1.19x the untiled time; 0.23 admitted 2 x 8 tiles
+# (packed twice), 1.06-1.17x. A contracted cut packs each operand once (see README).
 DEFAULT_FRACTION = 0.23
 DEFAULT_MIN_BYTES = 32 << 20
 
@@ -103,19 +111,37 @@ class Tiling:
         return f"in {self.tiles} tiles ({', '.join(parts)}), copies at most {self.peak_bytes} bytes"
 
 
-def copy_bytes(low: Lowering, problem: ContractionProblem, staged: bool) -> tuple[int, int, int]:
+def copy_bytes(
+    low: Lowering, problem: ContractionProblem, staged: bool, blas_adds: bool = False
+) -> tuple[int, int, int]:
     """Bytes a lowering copies of A, B and D; D counts when packed, or when ``staged``
-    (a call with ``beta != 0`` computes the product aside before adding it to C)."""
+    (a call with ``beta != 0``, or a later chunk of a contracted label, adds the
+    product to D) unless BLAS adds it in place (``blas_adds``: cblas serves the dtype
+    here; see :func:`adds_in_place`)."""
     itemsize = np.dtype(problem.d.dtype).itemsize
     if isinstance(low, GemmLowering):
+        aside = staged and not (blas_adds and adds_in_place(low, problem))
         return (
             itemsize * math.prod(low.a.grouped) * low.a.pack,
             itemsize * math.prod(low.b.grouped) * low.b.pack,
-            itemsize * math.prod(low.d.grouped) * (low.d.pack or staged),
+            itemsize * math.prod(low.d.grouped) * (low.d.pack or aside),
         )
     if isinstance(low, MultiplyLowering) and staged:
         return 0, 0, itemsize * problem.d.size
     return 0, 0, 0
+
+
+def adds_in_place(low: GemmLowering, problem: ContractionProblem) -> bool:
+    """Whether BLAS's gemm can add the product straight into D: one GEMM (no batch),
+    D not packed, its matrix with a unit stride (cblas.matrix_layout)."""
+    d = low.d
+    if d.pack or d.n_batch:
+        return False
+    strides = []
+    for group in (d.perm[: d.n_rows], d.perm[d.n_rows:]):
+        moving = [i for i in group if problem.d.extents[i] > 1]  # a merged axis's stride
+        strides.append(problem.d.strides[moving[-1]] if moving else 0)
+    return matrix_layout(d.shape[-2:], (strides[0], strides[1])) is not None
 
 
 def tile_problem(problem: ContractionProblem, extents: dict[str, int]) -> ContractionProblem:
@@ -185,19 +211,31 @@ def _weight(spec: TensorSpec, chunks: dict[str, int]) -> float:
 
 
 def _measure(
-    problem: ContractionProblem, policy: str, staged: bool, outer: Cut | None, inner: Cut | None
+    problem: ContractionProblem,
+    policy: str,
+    staged: bool,
+    blas_adds: bool,
+    outer: Cut | None,
+    inner: Cut | None,
 ) -> Tiling:
     """Peak, total copies and cost of one tiling (lowering its full-size tile)."""
     chunks = {c.label: c.chunk for c in (outer, inner) if c is not None}
     tile = tile_problem(problem, chunks)
     low = lower(tile, policy)
-    a, b, d = copy_bytes(low, tile, staged or accumulates(problem, outer)
-                         or accumulates(problem, inner))
+    adding = accumulates(problem, outer) or accumulates(problem, inner)
+    a, b, d = copy_bytes(low, tile, staged or adding, blas_adds)
     wa, wb, wd = (a * _weight(problem.a, chunks), b * _weight(problem.b, chunks),
                   d * _weight(problem.d, chunks))
     n_outer = outer.count if outer else 1
     n_inner = inner.count if inner else 1
     held = hoisted(problem, inner)
+    # Where BLAS adds into D in place, each tile that adds reads its D tile once more.
+    re_read = 0
+    if d == 0 and (staged or adding):
+        first_visits = 0 if staged else math.prod(
+            c.count for c in (outer, inner) if c is not None and not accumulates(problem, c))
+        re_read = (n_outer * n_inner - first_visits) * math.prod(tile.d.extents) * (
+            np.dtype(problem.d.dtype).itemsize)
 
     def over_tiles(x_a: float, x_b: float, x_d: float) -> float:
         """A tile's amounts summed over all tiles, the held operand once per outer chunk."""
@@ -206,7 +244,7 @@ def _measure(
         once, each = (x_a, x_b) if held == "a" else (x_b, x_a)
         return n_outer * (once + n_inner * (each + x_d))
 
-    cost = (over_tiles(wa, wb, wd) + TILE_COST_BYTES * n_outer * n_inner
+    cost = (over_tiles(wa, wb, wd) + re_read + TILE_COST_BYTES * n_outer * n_inner
             + _thin_gemm_cost(low, problem))
     return Tiling(outer, inner, a + b + d, int(over_tiles(a, b, d)), cost)
 
@@ -223,13 +261,17 @@ def _thin_gemm_cost(low: Lowering, problem: ContractionProblem) -> float:
     return flops / FLOPS_PER_BYTE * THIN_GEMM / smallest
 
 
-def choose(problem: ContractionProblem, policy: str, budget: int, staged: bool) -> Tiling:
+def choose(
+    problem: ContractionProblem, policy: str, budget: int, staged: bool, blas_adds: bool = False
+) -> Tiling:
     """The cheapest tiling whose copies fit ``budget`` bytes; the one with the smallest
-    peak when none fits (its ``peak_bytes`` then exceeds the budget).
+    peak when none fits (its ``peak_bytes`` then exceeds the budget). ``staged``: the
+    product is added to C (beta != 0); ``blas_adds``: BLAS can add it in place (see
+    :func:`copy_bytes`).
 
     Per pair of labels and outer chunk size, inner chunks are tried from the largest
     down to the first that fits (smaller ones only add tiles)."""
-    untiled = _measure(problem, policy, staged, None, None)
+    untiled = _measure(problem, policy, staged, blas_adds, None, None)
     if untiled.peak_bytes <= budget:
         return untiled
     roles = problem.roles
@@ -243,11 +285,11 @@ def choose(problem: ContractionProblem, policy: str, budget: int, staged: bool) 
         for first_chunk in _halvings(_extent(problem, first))[1:]:
             outer = Cut(first, _extent(problem, first), first_chunk)
             if second is None:
-                options.append(_measure(problem, policy, staged, outer, None))
+                options.append(_measure(problem, policy, staged, blas_adds, outer, None))
                 continue
             for second_chunk in _halvings(_extent(problem, second)):
                 inner = Cut(second, _extent(problem, second), second_chunk)
-                tiling = _measure(problem, policy, staged, outer, inner)
+                tiling = _measure(problem, policy, staged, blas_adds, outer, inner)
                 options.append(tiling)
                 if tiling.peak_bytes <= budget:
                     break

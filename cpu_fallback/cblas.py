@@ -1,0 +1,168 @@
+"""GEMM with beta through the BLAS library NumPy itself runs (its CBLAS ``?gemm``).
+
+numpy.matmul computes ``D = A @ B`` only: adding a product into D (a contraction's
+``beta * C``, or the chunks of a contracted label in tiles) would need the product in a
+temporary of D's size first. CBLAS's gemm adds it in place, ``D = alpha A B + beta D``,
+reading each element of D once, with no temporary. That gemm is already in the process:
+NumPy links a BLAS (OpenBLAS in its wheels) and loads it with ``import numpy``, but
+offers no call with beta; SciPy's wrappers would load a second BLAS with its own thread
+pool and copy any D that is not one contiguous block. So the library is found among
+the files the process has mapped (Linux: /proc/self/maps; NumPy's own copy first), its
+CBLAS symbols are looked up under the names BLAS builds give them, and one small product
+is checked against numpy.matmul before the first use. Where any of it fails (another
+OS, a BLAS without CBLAS), :func:`available` says False and callers stage the product.
+
+Integer arguments are passed as 64-bit: an LP64 library reads their low 32 bits, so
+extents and leading dimensions must then stay below 2**31 (checked per call).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+# How BLAS builds name cblas_dgemm: NumPy's wheels (scipy-openblas, 64-bit integers),
+# OpenBLAS built with a 64-bit interface suffix, and the plain name.
+_PREFIXES = ("scipy_", "")
+_SUFFIXES = (("64_", True), ("_64", True), ("", False))
+_LIBRARY = re.compile(r"lib(scipy_)?(openblas|blas|cblas|mkl_rt|flexiblas|blis)[^/]*\.so")
+_LP64_LIMIT = 1 << 31
+_TYPES: dict[np.dtype[Any], str] = {
+    np.dtype(np.float32): "s", np.dtype(np.float64): "d",
+    np.dtype(np.complex64): "c", np.dtype(np.complex128): "z",
+}
+
+
+def available(dtype: Any) -> bool:
+    """Whether :func:`gemm` serves ``dtype`` in this process."""
+    letter = _TYPES.get(np.dtype(dtype))
+    return letter is not None and _gemm(letter) is not None
+
+
+def gemm(a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha: complex, beta: complex) -> bool:
+    """``d = alpha * a @ b + beta * d`` for 2-d arrays of one supported dtype.
+
+    Returns:
+        False (nothing written) where BLAS cannot take the arrays as they are: a matrix
+        without a unit stride, a negative stride, an unsupported dtype, or an extent
+        an LP64 library cannot hold; True when ``d`` holds the result.
+    """
+    letter = _TYPES.get(d.dtype)
+    found = None if letter is None else _gemm(letter)
+    if found is None or not a.dtype == b.dtype == d.dtype:
+        return False
+    return _run(found, a, b, d, alpha, beta)
+
+
+def _run(found: tuple[Callable[..., None], bool], a: np.ndarray, b: np.ndarray,
+         d: np.ndarray, alpha: complex, beta: complex) -> bool:
+    """:func:`gemm` through one CBLAS ``call`` (``wide``: 64-bit integers)."""
+    call, wide = found
+    m, n, k = d.shape[0], d.shape[1], a.shape[1]
+    if m == 0 or n == 0:
+        return True
+    # Row-major D, or column-major D computed as D^T = B^T A^T.
+    d_layout = _layout(d)
+    if d_layout is None:
+        return False
+    if d_layout[0] == TRANS:
+        a, b, m, n = b.T, a.T, n, m
+    a_layout, b_layout = _layout(a), _layout(b)
+    if a_layout is None or b_layout is None:
+        return False
+    if not wide and max(m, n, k, a_layout[1], b_layout[1], d_layout[1]) >= _LP64_LIMIT:
+        return False
+    alpha_arg: float | int
+    beta_arg: float | int
+    if d.dtype.kind == "c":  # complex scalars go by pointer
+        scalars = np.array([alpha, beta], dtype=d.dtype)
+        alpha_arg, beta_arg = scalars[:1].ctypes.data, scalars[1:].ctypes.data
+    else:
+        alpha_arg, beta_arg = float(np.real(alpha)), float(np.real(beta))
+    call(ROW_MAJOR, a_layout[0], b_layout[0], m, n, k, alpha_arg,
+         a.ctypes.data, a_layout[1], b.ctypes.data, b_layout[1], beta_arg,
+         d.ctypes.data, d_layout[1])
+    return True
+
+
+def _layout(x: np.ndarray) -> tuple[int, int] | None:
+    """:func:`matrix_layout` of an array."""
+    if any(s % x.itemsize for s in x.strides):
+        return None
+    return matrix_layout(x.shape, tuple(s // x.itemsize for s in x.strides))
+
+
+def matrix_layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int] | None:
+    """(NO_TRANS or TRANS, leading dimension) of a matrix (strides in elements) seen
+    row-major; None where it has no unit stride or a leading dimension BLAS refuses."""
+    rows, cols = shape
+    row, col = strides
+    if cols <= 1 or col == 1:  # rows are contiguous
+        ld = row if rows > 1 else max(cols, 1)
+        return (NO_TRANS, ld) if ld >= max(cols, 1) else None
+    if rows <= 1 or row == 1:  # columns are contiguous
+        ld = col if cols > 1 else max(rows, 1)
+        return (TRANS, ld) if ld >= max(rows, 1) else None
+    return None
+
+
+@functools.cache
+def _gemm(letter: str) -> tuple[Callable[..., None], bool] | None:
+    """CBLAS's ``{letter}gemm`` of NumPy's BLAS and whether its integers are 64-bit,
+    checked on one product; None where it is not found or not right."""
+    for path in _libraries():
+        try:
+            library = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix in _PREFIXES:
+            for suffix, wide in _SUFFIXES:
+                call = getattr(library, f"{prefix}cblas_{letter}gemm{suffix}", None)
+                if call is None:
+                    continue
+                call.restype = None
+                scalar = (ctypes.c_float if letter == "s" else ctypes.c_double
+                          if letter == "d" else ctypes.c_void_p)
+                index = ctypes.c_int64
+                call.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, index, index,
+                                 index, scalar, ctypes.c_void_p, index, ctypes.c_void_p,
+                                 index, scalar, ctypes.c_void_p, index]
+                if _checks((call, wide), letter):
+                    return call, wide
+    return None
+
+
+def _libraries() -> list[str]:
+    """Shared libraries mapped into this process that may be a BLAS, NumPy's first."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split(None, 5)[-1].strip() for line in maps if "/" in line}
+    except OSError:
+        return []
+    found = [p for p in paths if _LIBRARY.search(os.path.basename(p))]
+    numpy_root = os.path.dirname(os.path.dirname(np.__file__))
+    own = os.path.join(numpy_root, "numpy")
+    return sorted(found, key=lambda p: (not p.startswith(own), p))
+
+
+def _checks(found: tuple[Callable[..., None], bool], letter: str) -> bool:
+    """Whether a CBLAS call adds a small product into a strided D as numpy.matmul
+    computes it (a symbol of another ABI would not)."""
+    dtype = next(t for t, x in _TYPES.items() if x == letter)
+    rng = np.random.default_rng(0)
+    a = rng.integers(-3, 4, (3, 5)).astype(dtype)
+    b = rng.integers(-3, 4, (4, 5)).astype(dtype).T  # column-major
+    base = rng.integers(-3, 4, (3, 6)).astype(dtype)
+    d = base.copy()[:, :4]  # rows 6 apart
+    try:
+        ran = _run(found, a, b, d, 2, 1)
+    except (ctypes.ArgumentError, OSError):
+        return False
+    return ran and bool(np.array_equal(d, 2 * (a @ b) + base[:, :4]))
