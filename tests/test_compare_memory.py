@@ -37,3 +37,21 @@ def test_the_table_sums_and_counts_the_cases_over_a_quarter():
     assert "gpu_tc 1 of 2 in a fresh process, 0 warm." in text
     assert "fresh 0.50, warm 0.10." in text
     assert "Host: a host. Command: `cmd` (commit abc1234)." in text
+
+
+def test_the_timing_table_gives_ratios_to_unbounded_and_their_geomean():
+    rows = [
+        {"id": 20, "expr": "fbea,ecfd->dcba", "error": 1e-15, "default_s": 2.1,
+         "unbounded_s": 2.0, "limit_s": 4.0, "default_bytes": 128 * MIB,
+         "unbounded_bytes": 410 * MIB, "limit_bytes": 15 * MIB, "default_reason": "r"},
+        {"id": 21, "expr": "fbea,cedf->dcba", "error": 2e-15, "default_s": 0.9,
+         "unbounded_s": 1.0, "limit_s": 1.0, "default_bytes": 64 * MIB,
+         "unbounded_bytes": 410 * MIB, "limit_bytes": 16 * MIB, "default_reason": "r"},
+    ]
+    doc = {"dtype": "float64", "timing": rows, "host": "h", "command": "c", "commit": "x"}
+    text = _module().timing_markdown(doc)
+    assert ("| 20 | `fbea,ecfd->dcba` | 2.000 | 2.100 | 1.050 | 128.0 | 4.000 | 2.000 | "
+            "15.0 | 1.0e-15 |") in text.splitlines()
+    # geomeans: sqrt(1.05 * 0.9) = 0.972, sqrt(2 * 1) = 1.414; 1.05 counts as within 5%
+    assert "geomean 0.972, 0.900-1.050, 2 of 2 cases within 5%" in text
+    assert "Limit / unbounded: geomean 1.414, 1.000-2.000." in text
