@@ -51,13 +51,16 @@ def gemm(a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha: complex, beta: comp
 
     Returns:
         False (nothing written) where BLAS cannot take the arrays as they are: a matrix
-        without a unit stride, a negative stride, an unsupported dtype, or an extent
-        an LP64 library cannot hold; True when ``d`` holds the result.
+        without a unit stride, a negative stride, an unsupported dtype, a complex
+        scalar with real arrays, or an extent an LP64 library cannot hold; True when
+        ``d`` holds the result.
     """
     letter = _TYPES.get(d.dtype)
     found = None if letter is None else _gemm(letter)
     if found is None or not a.dtype == b.dtype == d.dtype:
         return False
+    if d.dtype.kind != "c" and (np.imag(alpha) != 0 or np.imag(beta) != 0):
+        return False  # a real gemm takes real scalars: NumPy's rules decide elsewhere
     return _run(found, a, b, d, alpha, beta)
 
 

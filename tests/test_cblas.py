@@ -57,6 +57,13 @@ def test_gemm_adds_into_a_strided_d_like_matmul(dtype, d_order, a_t, b_t):
     assert np.array_equal(d_whole[untouched], base[untouched])
 
 
+def test_a_complex_scalar_with_real_arrays_is_refused():
+    rng = np.random.default_rng(7)
+    a, b, d = rng.standard_normal((4, 6)), rng.standard_normal((6, 3)), np.zeros((4, 3))
+    assert not cblas.gemm(a, b, d, 1.0, 0.5j)
+    assert not d.any()
+
+
 def test_beta_zero_ignores_what_d_held():
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal((8, 5)), rng.standard_normal((5, 6))
@@ -72,12 +79,13 @@ def test_beta_zero_ignores_what_d_held():
     lambda a, b, d: (a.astype(np.int64), b.astype(np.int64), d.astype(np.int64)),
     lambda a, b, d: (a.astype(np.float32), b, d),  # mixed dtypes
 ])
-def test_layouts_blas_cannot_take_are_refused_untouched(make):
+@pytest.mark.parametrize("alpha", [1.0, 1j])  # a complex scalar with real arrays
+def test_layouts_blas_cannot_take_are_refused_untouched(make, alpha):
     rng = np.random.default_rng(2)
     a, b, d = make(rng.standard_normal((4, 6)), rng.standard_normal((6, 3)),
                    rng.standard_normal((4, 6)))
     before = d.copy()
-    assert not cblas.gemm(a, b, d, 1.0, 1.0)
+    assert not cblas.gemm(a, b, d, alpha, 1.0)
     assert np.array_equal(d, before)
 
 
