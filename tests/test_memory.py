@@ -269,7 +269,7 @@ def test_the_default_budget_packs_each_operand_chunk_at_most_twice():
 def test_where_blas_adds_into_d_the_default_budget_packs_each_operand_once():
     """TCCG case 20 at full size: a contracted label cut, its chunks added into D by
     BLAS in place (no staged D), so neither operand is packed twice (the 2 x 8 tiles
-    that repack B ran 1.17x unbounded on an AVX-512 host; these 1.03x)."""
+    that repack B ran 1.17x unbounded on an AVX-512 host; these 0.95-1.07x)."""
     problem = _problem(PACKED, dict.fromkeys("abcdef", 72))
     budget = default_budget(problem)
     tiling = choose(problem, "heuristic", budget, staged=False, blas_adds=True)
