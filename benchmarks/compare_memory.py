@@ -61,7 +61,7 @@ def memory_rows(selected, peers: list[str]) -> list[dict]:
             if found.reason:
                 row[name + "_reason"] = found.reason
         # The same after four calls in the probe (each measured variant runs once):
-        # without gpu_tc's one-time costs (numba's import and kernels), its pool emptied.
+        # without gpu_tc's one-time costs (modules, BLAS buffers), its pool emptied.
         row["gpu_tc_warm"] = memory.measure(case, "gpu_tc", "cpu", warm=True).peak_extra_bytes
         rows.append(row)
         print(json.dumps(row), flush=True)

@@ -55,7 +55,7 @@ from gpu_tc.bench import environment
 status = environment.gpu_status()
 found = {"python": platform.python_version(), "available": status.available,
          "reason": status.reason, "devices": list(status.devices), **status.versions}
-for name in ("torch", "numpy", "numba", "opt_einsum", "dask", "distributed", "cotengra"):
+for name in ("torch", "numpy", "opt_einsum", "dask", "distributed", "cotengra"):
     found[name] = environment.package_version(name)
 found["host"] = environment.host()
 print(json.dumps(found, indent=1, default=str))

@@ -164,9 +164,9 @@ class CpuBackend:
 
     def reduction_plan(self, problem: ReductionProblem, options: Options) -> PrimitivePlan:
         """A ufunc reduction on a view, split over threads when large; for a large sum
-        of a strided view, that, numpy.einsum's loops and numba loops on one thread or
-        several (cpu_fallback.strided_sum), timed; for a large float sum of contiguous
-        stretches, that and the same pairwise sums on numba's threads
+        of a strided view, that, numpy.einsum's loops and the compiled loops on one thread
+        or several (cpu_fallback.strided_sum), timed; for a large float sum of contiguous
+        stretches, that and the same pairwise sums on OpenMP's threads
         (cpu_fallback.pairwise_sum), timed, the latter first where the ufunc's
         reduction would be split over threads."""
         plan = CpuReductionPlan(problem, options.memory_limit)
@@ -175,7 +175,7 @@ class CpuBackend:
         if not strided and not pairwise:
             return plan
         # Where the ufunc reduction is split over the Python pool, the same sums on
-        # numba's threads start as the choice: they keep NumPy's bits and wake faster
+        # OpenMP's threads start as the choice: they keep NumPy's bits and wake faster
         # after a pause; the pool's split must beat them by the margin to be kept.
         if plan.threaded:
             return MeasuredPlan([*pairwise, plan, *strided], key=f"reduction {problem!r}")

@@ -18,9 +18,8 @@ and addresses allow; a complex128 element is two 8-byte words, a bool or int8 on
 byte), so one compiled specialisation per word type serves every dtype, and the copy
 is bit-exact. One-byte and two-byte items used to go to numpy.copyto: a reversed 64^4
 bool copy took 165 ms there against 11 ms here (int16: 342 against 9; 2-core Zen 3).
-The kernel is C (cpu_fallback/tile_copy.c, built when gpu_tc is installed; it was numba
-code, whose import and kernel loading cost a fresh process ~130 MiB of its memory),
-loaded on the first copy that uses it: ``import gpu_tc`` and small copies never load
+The kernel is C (cpu_fallback/tile_copy.c, built when gpu_tc is installed), loaded on
+the first copy that uses it: ``import gpu_tc`` and small copies never load
 it. Where it was not built, copies fall back to numpy.copyto, with a warning.
 """
 
@@ -169,9 +168,7 @@ def copy_tiled(source: np.ndarray, destination: np.ndarray) -> bool:
     )
     if layout is None:
         return False
-    tiles = kernels.load(
-        "tiles", "large permuted copies fall back to numpy.copyto", compiled=True
-    )
+    tiles = kernels.load("tiles", "large permuted copies fall back to numpy.copyto")
     if tiles is None:
         return False
     workers = tiles.threads()

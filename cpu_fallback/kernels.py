@@ -1,10 +1,10 @@
-"""Loading the modules of compiled kernels: the C copy (cpu_fallback.tiles) and numba's
-(sum_kernel, pairwise_kernel).
+"""Loading the modules of the compiled kernels: the copy (cpu_fallback.tiles, over
+cpu_fallback._tile_copy) and the sums (sum_kernel and pairwise_kernel, over
+cpu_fallback._sums).
 
-Each is imported on its first use, since importing numba costs time and memory; where
-numba is missing or does not import (e.g. built for another NumPy), or the C extension
-was not built, the caller's NumPy route runs instead, after one warning per module that
-says what falls back.
+Each is imported on its first use; where its extension was not built (no C compiler
+when gpu_tc was installed) or does not import, the caller's NumPy route runs instead,
+after one warning per module that says what falls back.
 """
 
 from __future__ import annotations
@@ -15,34 +15,27 @@ import importlib.util
 import warnings
 from types import ModuleType
 
-
-@functools.cache
-def numba_available() -> bool:
-    """Whether numba is installed (checked without importing it)."""
-    return importlib.util.find_spec("numba") is not None
+# The extension each kernel module wraps.
+EXTENSIONS = {"tiles": "_tile_copy", "sum_kernel": "_sums", "pairwise_kernel": "_sums"}
 
 
 @functools.cache
-def compiled_available() -> bool:
-    """Whether the compiled copy kernel (cpu_fallback._tile_copy) was built here."""
-    return importlib.util.find_spec(f"{__package__}._tile_copy") is not None
+def built(extension: str) -> bool:
+    """Whether the compiled extension cpu_fallback.``extension`` was built here."""
+    return importlib.util.find_spec(f"{__package__}.{extension}") is not None
 
 
 @functools.cache
-def load(name: str, instead: str, *, compiled: bool = False) -> ModuleType | None:
-    """cpu_fallback.``name``, a module that imports numba (or, where ``compiled``, the
-    compiled copy); None without numba, or (with a warning, once) where numba or the
-    compiled module fails to import: ``instead`` says what runs then."""
-    if not compiled and not numba_available():
-        return None
+def load(name: str, instead: str) -> ModuleType | None:
+    """cpu_fallback.``name``, a module over a compiled extension; None (with a warning,
+    once) where the extension fails to import: ``instead`` says what runs then."""
     try:
         return importlib.import_module(f"{__package__}.{name}")
     except ImportError as err:
-        what = (
-            "the compiled copy kernel (cpu_fallback._tile_copy: built when gpu_tc is "
-            "installed where a C compiler is) does not import"
-            if compiled
-            else "numba is installed but does not import"
+        extension = EXTENSIONS[name]
+        warnings.warn(
+            f"the compiled kernel cpu_fallback.{extension} (built when gpu_tc is installed "
+            f"where a C compiler is) does not import ({err}): {instead}",
+            RuntimeWarning, stacklevel=4,
         )
-        warnings.warn(f"{what} ({err}): {instead}", RuntimeWarning, stacklevel=4)
         return None

@@ -1,5 +1,5 @@
-"""OpenMP's threads, shared by the compiled copy (cpu_fallback.tiles) and numba's
-parallel kernels (cpu_fallback.numba_pool): both load the same libgomp, whose idle
+"""OpenMP's threads, shared by the compiled copy (cpu_fallback.tiles) and the compiled
+sums (cpu_fallback.sum_kernel, pairwise_kernel): both load the same libgomp, whose idle
 threads spin SPIN_COUNT times before they sleep, and both launch one at a time. A
 process forked from one that loaded this module copies on its calling thread only
 (:func:`forked`). Imports nothing compiled.
@@ -14,9 +14,8 @@ from collections.abc import Iterator
 
 _FORKED: list[bool] = []  # [True] in a child forked after this module was imported
 
-# One parallel launch at a time: numba's workqueue threading layer (the one left where
-# neither TBB nor OpenMP is installed) aborts on concurrent launches from two threads,
-# and two OpenMP teams at once would share the cores with each other.
+# One parallel launch at a time: two OpenMP teams at once would share the cores with
+# each other.
 LOCK = threading.Lock()
 
 # OpenMP's (libgomp's) busy-wait after a parallel region, in spins, before the threads

@@ -1,14 +1,15 @@
-"""Sums of contiguous stretches on numba's threads, in NumPy's pairwise order.
+"""Sums of contiguous stretches on OpenMP's threads, in NumPy's pairwise order.
 
 Where the summed axes make one contiguous stretch per output element ('ab->',
 'abcd->a'), NumPy's reduction is one pairwise sum per stretch, on one core: memory-bound
 work that one core does not saturate. cpu_fallback.reduction splits it over Python
 threads, whose idle workers sleep and wake late on a virtual machine (about 4 calls in
 10 of a 4096^2 float64 'ab->' took 7-10 ms instead of 5 on a 2-core host). This plan
-runs the same pairwise sums on numba's threads instead, which spin briefly before
-sleeping (cpu_fallback.numba_pool), and cuts a long stretch only where NumPy's recursion
-halves it: its result has NumPy's bits, however many threads run it. It competes with
-the ufunc reduction by timing (cpu_fallback.measure).
+runs the same pairwise sums in C on OpenMP's threads instead
+(cpu_fallback.pairwise_kernel), which spin briefly before sleeping
+(cpu_fallback.openmp), and cuts a long stretch only where NumPy's recursion halves it:
+its result has NumPy's bits, however many threads run it. It competes with the ufunc
+reduction by timing (cpu_fallback.measure).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from .sum_layout import RowLayout, cuts, leaf_program, row_layout
 # are exact in any order; complex ones pair differently).
 _DTYPES = "fd"
 # Below this many bytes of A the ufunc's reduction on one thread is about as fast as
-# waking numba's threads, and timing the two costs each call ~10 us (2-core Zen 3,
+# waking the kernel's threads, and timing the two costs each call ~10 us (2-core Zen 3,
+# the kernel then compiled by numba,
 # 'ab->a' of a square matrix: the threads ran 0.82-0.87x its speed at 512 KB,
 # 0.88-1.9x at 1 MB, 1.7-2.7x at 4 MB).
 MIN_BYTES = 1 << 20
@@ -42,7 +44,7 @@ MIN_PIECE = 1 << 14
 def pairwise_sum_plans(problem: ReductionProblem) -> tuple[PairwiseSumPlan, ...]:
     """The threaded pairwise plan of a large float SUM whose summed axes are one
     contiguous stretch per output element, A and D of one dtype; none otherwise, on
-    one core, or without numba."""
+    one core, or without the compiled kernel."""
     a, d = problem.a, problem.d
     if (problem.op_reduce is not ReduceOp.SUM or problem.op_a is not UnaryOp.IDENTITY
             or a.dtype not in _DTYPES or d.dtype != a.dtype
@@ -69,7 +71,7 @@ def pieces_per_row(rows: int, length: int, threads: int) -> int:
 
 class PairwiseSumPlan(FoldedSumPlan):
     """D = alpha * sum(A) + beta * C, each output element the pairwise sum of its
-    stretch of A, the pieces shared among numba's threads."""
+    stretch of A, the pieces shared among OpenMP's threads."""
 
     def __init__(self, problem: ReductionProblem, layout: RowLayout, pieces: int) -> None:
         super().__init__(problem, layout)
@@ -78,7 +80,7 @@ class PairwiseSumPlan(FoldedSumPlan):
         self.route = "reduce:threaded-pairwise"
         cut = f", each cut into {pieces} pieces" if pieces > 1 else ""
         self.reason = (
-            f"SUM by numba's threads in NumPy's pairwise order, no copy of A: "
+            f"SUM by OpenMP's threads in NumPy's pairwise order, no copy of A: "
             f"{layout.row_src.size} stretch(es) of {layout.length} contiguous elements{cut}"
         )
 
@@ -92,5 +94,5 @@ class PairwiseSumPlan(FoldedSumPlan):
 
 
 def _kernel() -> ModuleType | None:
-    """cpu_fallback.pairwise_kernel, or None where numba is missing or does not import."""
+    """cpu_fallback.pairwise_kernel, or None where its extension was not built."""
     return kernels.load("pairwise_kernel", "long sums run as NumPy reductions")

@@ -49,7 +49,7 @@ def copy_route(
     parallel = blocked.pays(layout, size * itemsize, os.cpu_count() or 1)
     if parallel is None:
         return "numpy.copyto"
-    if not kernels.compiled_available():
+    if not kernels.built("_tile_copy"):
         return "numpy.copyto (the cache-blocked kernel, cpu_fallback._tile_copy, is not built)"
     threads = ", threaded" if parallel else ""
     return f"cache-blocked {layout.tile_rows}x{layout.tile_cols} tiles (C kernel{threads})"

@@ -1,12 +1,13 @@
-"""Sums over strided views by numpy.einsum's loops and by numba loops: routes that compete
-with NumPy's ufunc reductions where the data are strided (traces, partial traces, sums
-across the fastest axis), chosen between by timing (cpu_fallback.measure). numpy.einsum
-adds whole rows where the ufunc's reduction walks element by element ('abcd->ad' of a
-64^4 array, both split over 2 threads: 3.9 ms against 4.3, timed by the plan itself on a
-2-core host). The numba loops run on one thread or share their outer loop among numba's
-threads: which is faster depends on the size, the access pattern and how busy the host
-is (waking the threads costs ~0.1-0.2 ms on 2 cores; 'ijkj->ik' of a 64^4 array, 2 MiB
-read, ran 3.5x faster threaded), so both variants are timed too."""
+"""Sums over strided views by numpy.einsum's loops and by compiled loops: routes that
+compete with NumPy's ufunc reductions where the data are strided (traces, partial
+traces, sums across the fastest axis), chosen between by timing (cpu_fallback.measure).
+numpy.einsum adds whole rows where the ufunc's reduction walks element by element
+('abcd->ad' of a 64^4 array, both split over 2 threads: 3.9 ms against 4.3, timed by the
+plan itself on a 2-core host). The compiled loops (cpu_fallback.sum_kernel) run on one
+thread or share their outer loop among OpenMP's threads: which is faster depends on the
+size, the access pattern and how busy the host is (waking the threads costs ~0.1-0.2 ms
+on 2 cores; 'ijkj->ik' of a 64^4 array, 2 MiB read, ran 3.5x faster threaded), so both
+variants are timed too."""
 
 from __future__ import annotations
 
@@ -47,13 +48,17 @@ def strided_sum_plans(problem: ReductionProblem,
 
 
 def kernel_plans(problem: ReductionProblem) -> tuple[KernelSumPlan, ...]:
-    """The numba plans of a SUM of a strided view: on one thread, and threaded where
+    """The compiled plans of a SUM of a strided view: on one thread, and threaded where
     the outer loop has more than one index, each adding rows and, for a kept inner axis
     of non-unit stride, summing columns too; none where they do not apply (an operator,
-    another reduction, a dtype they do not sum, a small or contiguous sum, no numba)."""
+    another reduction, a pair of dtypes they do not sum, a small or contiguous sum, the
+    kernel not built)."""
     a = problem.a
     if (problem.op_reduce is not ReduceOp.SUM or problem.op_a is not UnaryOp.IDENTITY
-            or a.dtype not in _DTYPES or a.size < MIN_ELEMENTS or _kernels() is None):
+            or a.dtype not in _DTYPES or a.size < MIN_ELEMENTS):
+        return ()
+    kernel = _kernels()
+    if kernel is None or not kernel.sums(a.dtype, problem.d.dtype):
         return ()
     layout = sum_layout(problem, problem.d)
     if layout is None:
@@ -109,7 +114,7 @@ class FoldedSumPlan(PlanDefaults):
 
 class KernelSumPlan(FoldedSumPlan):
     """D = alpha * sum(A) + beta * C by the loop nest of cpu_fallback.sum_layout, on one
-    thread or (``threaded``) with the outer loop shared among numba's threads."""
+    thread or (``threaded``) with the outer loop shared among OpenMP's threads."""
 
     def __init__(self, problem: ReductionProblem, layout: SumLayout,
                  threaded: bool = False, by_column: bool = False) -> None:
@@ -122,9 +127,9 @@ class KernelSumPlan(FoldedSumPlan):
         inner = "kept" if layout.inner_kept else "summed"
         if by_column:
             inner += ", each element summed over the middle indices"
-        threads = "numba's threads" if threaded else "one thread"
+        threads = "OpenMP's threads" if threaded else "one thread"
         self.reason = (
-            f"SUM by numba loops on a strided view, no copy of A: inner axis {inner} "
+            f"SUM by compiled loops on a strided view, no copy of A: inner axis {inner} "
             f"({n} x stride {stride}), {layout.kept_src.size} outer x "
             f"{layout.summed_src.size} middle indices, {threads}"
         )
@@ -139,5 +144,5 @@ class KernelSumPlan(FoldedSumPlan):
 
 
 def _kernels() -> ModuleType | None:
-    """cpu_fallback.sum_kernel, or None where numba is missing or does not import."""
+    """cpu_fallback.sum_kernel, or None where its extension was not built."""
     return kernels.load("sum_kernel", "sums of strided views run as NumPy reductions")

@@ -13,23 +13,9 @@
  * of `outer`: extent, source stride, destination stride, outermost first) and, in
  * the source, by src_off. Tiles are tr rows by tc columns.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "kernel_common.h"
 
-#include <stdint.h>
 #include <stdlib.h>
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-/* The kernels are compiled for AVX-512 and AVX2 as well as the baseline, the best one
- * chosen when the module loads (GCC's function multiversioning, on x86-64). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define CLONES
-#endif
 
 /* Runs this long (in words) are copied straight from source to destination. */
 #define DIRECT_WORDS 16
@@ -192,26 +178,6 @@ static int copy_range(const void *src, void *dst, int word, const Geometry *g,
 }
 
 /* Smallest and largest offset (in words) that sum_k i_k * stride_k reaches, i_k < extent_k. */
-static void reach(int64_t extent, int64_t stride, int64_t *low, int64_t *high)
-{
-    int64_t far = (extent - 1) * stride;
-    if (far < 0)
-        *low += far;
-    else
-        *high += far;
-}
-
-static void table_reach(const int64_t *table, int64_t n, int64_t *low, int64_t *high)
-{
-    int64_t lo = table[0], hi = table[0];
-    for (int64_t i = 1; i < n; i++) {
-        lo = table[i] < lo ? table[i] : lo;
-        hi = table[i] > hi ? table[i] : hi;
-    }
-    *low += lo;
-    *high += hi;
-}
-
 /* Whether every word the copy touches lies inside buffers of src_words and dst_words. */
 static int in_bounds(const Geometry *g, int64_t src_words, int64_t dst_words)
 {
@@ -229,16 +195,6 @@ static int in_bounds(const Geometry *g, int64_t src_words, int64_t dst_words)
     table_reach(g->col_dst, g->nc, &d_lo, &d_hi);
     reach(g->ev, g->dv, &d_lo, &d_hi);
     return s_lo >= 0 && s_hi < src_words && d_lo >= 0 && d_hi < dst_words;
-}
-
-/* An int64 table from a buffer of at least `need` entries; NULL with an error set. */
-static const int64_t *table(Py_buffer *view, int64_t need, const char *name)
-{
-    if (view->itemsize != 8 || view->len < need * 8) {
-        PyErr_Format(PyExc_ValueError, "%s: needs %lld int64 entries", name, (long long)need);
-        return NULL;
-    }
-    return (const int64_t *)view->buf;
 }
 
 PyDoc_STRVAR(copy_doc,
@@ -303,20 +259,6 @@ done:
     PyBuffer_Release(&row_src);
     PyBuffer_Release(&col_dst);
     return result;
-}
-
-PyDoc_STRVAR(max_threads_doc,
-"max_threads()\n--\n\n"
-"OpenMP's thread count (OMP_NUM_THREADS, else one per CPU this process may use); 1 when\n"
-"built without OpenMP.");
-
-static PyObject *max_threads(PyObject *self, PyObject *unused)
-{
-#ifdef _OPENMP
-    return PyLong_FromLong(omp_get_max_threads());
-#else
-    return PyLong_FromLong(1);
-#endif
 }
 
 static PyMethodDef methods[] = {

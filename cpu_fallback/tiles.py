@@ -4,8 +4,7 @@ runs a TileLayout between two arrays' memory, viewed as words.
 Imported by ``cpu_fallback.blocked`` on the first copy that needs it, through
 cpu_fallback.kernels: where the extension was not built, the import fails and copies
 fall back to numpy.copyto. Importing it loads OpenMP's library (libgomp), which reads
-its spin setting then (cpu_fallback.openmp). It imports neither numba nor LLVM: a
-process that copies pays ~1 MiB for it, not numba's ~130 MiB.
+its spin setting then (cpu_fallback.openmp).
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from . import openmp
 with openmp.spin_environment():
     import cpu_fallback._tile_copy as _tile_copy
 
+from .raw_memory import flat
 from .tile_layout import Axis, TileLayout
 
 
@@ -52,26 +52,10 @@ def copy(layout: TileLayout, source: np.ndarray, destination: np.ndarray, chunks
 _TYPESTR = {word: np.dtype(word).str for word in ("u1", "u2", "u4", "u8")}
 
 
-class _Memory:
-    """A NumPy array interface for a span of words, holding the array it lies under."""
-
-    __slots__ = ("__array_interface__", "owner")
-
-    def __init__(self, owner: np.ndarray, address: int, span: int, word: str, writeable: bool):
-        self.owner = owner
-        self.__array_interface__ = {
-            "data": (address, not writeable),
-            "shape": (span,),
-            "typestr": _TYPESTR[word],
-            "version": 3,
-        }
-
-
 def _words(array: np.ndarray, word: str, base: int, span: int, *, writeable: bool) -> np.ndarray:
     """The memory under ``array`` as a 1-D array of ``span`` words from its lowest address
     (``base`` words before its element 0)."""
-    address = array.__array_interface__["data"][0] - base * np.dtype(word).itemsize
-    return np.asarray(_Memory(array, address, span, word, writeable))
+    return flat(array, _TYPESTR[word], base, span, writeable=writeable)
 
 
 @functools.lru_cache(maxsize=256)

@@ -44,8 +44,8 @@ SHORT_RUN_BYTES = 64
 LABELS_PER_ROLE = 2
 # Without a memory limit, copies may take this fraction of the bytes of A, B and D
 # together (under a quarter, room left for the rest of a call), and at least
-# DEFAULT_MIN_BYTES: below it the memory saved is small against a process's own (NumPy,
-# numba: 100+ MiB) while tiles cost time (TCCG cases 20-30 at half extents, 38 MiB of
+# DEFAULT_MIN_BYTES: below it the memory saved is small against a process's own (NumPy
+# and its BLAS: tens of MiB) while tiles cost time (TCCG cases 20-30 at half extents, 38 MiB of
 # operands, ran 1.6x slower in 16 tiles under an 8 MiB budget). At full extents, before
 # BLAS added chunks into D in place, a fifth cut cases 20-30 into 4 x 4 tiles (the inner
 # operand packed 4 times), 1.10-1.19x the untiled time; 0.23 admitted 2 x 8 tiles

@@ -1,10 +1,9 @@
-"""Sums of contiguous stretches on numba's threads (cpu_fallback.pairwise_sum): the rows,
+"""Sums of contiguous stretches on OpenMP's threads (cpu_fallback.pairwise_sum): the rows,
 the cuts, and results with NumPy's own bits however the rows are cut; the route competes
 with the ufunc reduction by timing."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -14,12 +13,13 @@ import pytest
 import gpu_tc
 from cpu_fallback import kernels, pairwise_sum
 from cpu_fallback.pairwise_sum import PairwiseSumPlan, pairwise_sum_plans, pieces_per_row
-from cpu_fallback.sum_layout import cuts, leaf_program, row_layout
+from cpu_fallback.sum_layout import LeafProgram, RowLayout, cuts, leaf_program, row_layout
 from gpu_tc.backend import Scalars
 from gpu_tc.options import ReduceOp, UnaryOp
 from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
 
-pytestmark = pytest.mark.skipif(not kernels.numba_available(), reason="numba is not installed")
+pytestmark = pytest.mark.skipif(not kernels.built("_sums"),
+                                reason="cpu_fallback._sums was not built")
 
 
 def _problem(x: np.ndarray, labels: str, kept: str, d: np.ndarray | None = None,
@@ -132,6 +132,7 @@ def test_the_sum_has_numpys_bits_however_rows_are_cut(case, pieces, dtype):
 
 def test_the_one_thread_kernel_has_numpys_bits_too():
     from cpu_fallback import pairwise_kernel
+
     x = np.random.default_rng(3).standard_normal((5, 40_001)).astype("float32")
     problem = _problem(x, "ab", "a")
     d = np.empty(5, "float32")
@@ -188,39 +189,18 @@ def test_einsum_times_the_route_against_the_ufunc_and_keeps_numpys_bits(monkeypa
     assert "measured:" in plan.reason and "reduce:threaded-pairwise " in plan.reason
 
 
-_SUM_IN_A_FRESH_PROCESS = """
-import numpy as np
-from cpu_fallback import pairwise_kernel
-from cpu_fallback.sum_layout import RowLayout, cuts, leaf_program
-x = np.arange(100_000.0)
-layout = RowLayout(np.zeros(1, np.int64), np.zeros(1, np.int64), 100_000, 100_000, 1, 0, 0)
-d = np.empty(())
-pairwise_kernel.run(x, d, layout, leaf_program(cuts(100_000, 4)), parallel=True)
-assert d == x.sum()
-print(sum(pairwise_kernel.compiled(parallel=True).stats.cache_hits.values()))
-"""
+def test_the_compiled_sums_are_built():
+    """gpu_tc's install builds cpu_fallback._sums (setup.py); without it long sums run
+    as NumPy's one-thread reductions."""
+    assert kernels.built("_sums"), "cpu_fallback._sums was not built"
 
 
-def test_numbas_disk_cache_serves_the_kernel(tmp_path):
-    def cache_hits() -> int:
-        env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
-        done = subprocess.run([sys.executable, "-c", _SUM_IN_A_FRESH_PROCESS],
-                              env=env, capture_output=True, text=True, check=True)
-        return int(done.stdout.split()[-1])
-
-    assert cache_hits() == 0
-    assert cache_hits() == 1
-
-
-def test_broken_numba_warns_once_and_sums_with_numpy(tmp_path):
-    """numba that fails to import (e.g. built for another NumPy): one warning, then the
-    ufunc reduction, with NumPy's result."""
-    fake = tmp_path / "numba"
-    fake.mkdir()
-    (fake / "__init__.py").write_text("raise ImportError('Numba needs NumPy 1.0')\n")
+def test_without_the_compiled_sums_long_sums_warn_once_and_use_numpy():
+    """An install that could not build the extension (no C compiler): one warning, then
+    the ufunc reduction, with NumPy's result."""
     code = (
         "import sys, warnings, numpy as np, gpu_tc\n"
-        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "sys.modules['cpu_fallback._sums'] = None\n"
         "a = np.random.default_rng(0).standard_normal((512, 2048))\n"
         "with warnings.catch_warnings(record=True) as caught:\n"
         "    warnings.simplefilter('always')\n"
@@ -232,34 +212,34 @@ def test_broken_numba_warns_once_and_sums_with_numpy(tmp_path):
         "print(len(caught), caught[0].message)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.startswith("1 numba is installed but does not import (Numba needs NumPy")
+    assert out.stdout.startswith("1 the compiled kernel cpu_fallback._sums"), out.stdout
     assert "long sums run as NumPy reductions" in out.stdout
 
 
-def test_no_writable_cache_directory_still_compiles():
-    """Where numba finds no directory to cache in, the kernel compiles in the process."""
-    code = (
-        "import numpy as np\n"
-        "from cpu_fallback import pairwise_kernel\n"
-        "from cpu_fallback.sum_layout import RowLayout, cuts, leaf_program\n"
-        "x = np.arange(100_000.0)\n"
-        "layout = RowLayout(np.zeros(1, np.int64), np.zeros(1, np.int64), 100_000, 100_000,"
-        " 1, 0, 0)\n"
-        "d = np.empty(())\n"
-        "pairwise_kernel.run(x, d, layout, leaf_program(cuts(100_000, 4)), parallel=True)\n"
-        "assert d == x.sum()\n"
-    )
-    env = dict(
-        os.environ,
-        NUMBA_CACHE_LOCATOR_CLASSES="UserProvidedCacheLocator",
-        NUMBA_CACHE_DIR=os.devnull + "/numba",  # under a file: never creatable
-    )
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
+def _refusal(layout: RowLayout, program: LeafProgram, message: str) -> None:
+    from cpu_fallback import pairwise_kernel
+
+    with pytest.raises(ValueError, match=message):
+        pairwise_kernel.run(np.arange(1000.0), np.empty(()), layout, program, parallel=False)
+
+
+def test_the_kernel_refuses_a_program_that_does_not_fit():
+    """The kernel checks rows, pieces and the stack against its buffers before it sums."""
+    layout = RowLayout(np.zeros(1, np.int64), np.zeros(1, np.int64), 1000, 1000, 1, 0, 0)
+    program = leaf_program(cuts(1000, 4))
+    shifted = RowLayout(np.ones(1, np.int64), layout.row_dst, 1000, 1000, 1, 0, 0)
+    _refusal(shifted, program, "outside the buffers")
+    longer = LeafProgram(program.offsets, program.lengths + 1, program.adds, program.entries)
+    _refusal(layout, longer, "outside the buffers")
+    deeper = LeafProgram(program.offsets, program.lengths, program.adds + 70, program.entries)
+    _refusal(layout, deeper, "overflows its stack")
+    three = LeafProgram(program.offsets[:3], program.lengths, program.adds, program.entries[:4])
+    _refusal(layout, three, "power-of-two")
 
 
 def test_a_forked_child_sums_on_its_own_thread_with_the_same_bits():
-    """numba's OpenMP threads in a forked child would abort it ("fork() called from a
-    process already using GNU OpenMP"): the child runs the one-thread kernel instead."""
+    """OpenMP's threads in a forked child would hang it (libgomp is not fork-safe): the
+    child runs the one-thread kernel instead."""
     code = (
         "import os, numpy as np\n"
         "from cpu_fallback import pairwise_kernel\n"

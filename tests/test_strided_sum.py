@@ -1,13 +1,9 @@
-"""Sums of strided views by numba loops (cpu_fallback.strided_sum): the loop nest, and
+"""Sums of strided views by compiled loops (cpu_fallback.strided_sum): the loop nest, and
 agreement with the reference kernel on traces, partial traces, negative strides,
 windows, scalars and dtypes, on one thread and threaded; the routes compete with NumPy's
 by timing."""
 
 from __future__ import annotations
-
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -186,37 +182,73 @@ def test_numpy_einsum_sums_only_into_the_operands_dtype():
         CpuReductionPlan(wider, by_einsum=True)
 
 
-_SUM_IN_A_FRESH_PROCESS = """
-import sys
-import numpy as np
-from cpu_fallback import sum_kernel
-from cpu_fallback.reduction import CpuReductionPlan
-from cpu_fallback.strided_sum import kernel_plans
-from gpu_tc.backend import Scalars
-from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
-
-threaded = sys.argv[1] == "threaded"
-a = np.arange(256.0 * 64 * 64).reshape(256, 64, 64)
-spec = TensorSpec("bi", (256, 64), (64 * 64, 65), "d")  # the diagonals of 'bii->b'
-problem = ReductionProblem(spec, contiguous_spec("b", (256,), "d"))
-plan = kernel_plans(problem)[-1 if threaded else 0]
-d = np.empty(256)
-view = np.lib.stride_tricks.as_strided(a, (256, 64), (64 * 64 * 8, 65 * 8))
-plan.execute((view,), d, Scalars(), None)
-assert np.array_equal(d, view.sum(axis=1))
-print(sum(sum_kernel.compiled(parallel=threaded).stats.cache_hits.values()))
-"""
 
 
-def test_numbas_disk_cache_keeps_the_threaded_kernel_apart(tmp_path):
-    """numba's cache keys a function by source and argument types, not by parallel=:
-    a threaded kernel must not be loaded from the entry a one-thread sum left."""
-    def cache_hits(variant: str) -> int:
-        env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
-        done = subprocess.run([sys.executable, "-c", _SUM_IN_A_FRESH_PROCESS, variant],
-                              env=env, capture_output=True, text=True, check=True)
-        return int(done.stdout.split()[-1])
+@pytest.mark.parametrize(("source", "target"), [
+    ("int8", "int64"), ("uint8", "uint64"), ("int16", "uint64"), ("uint32", "int64"),
+    ("int64", "uint64"), ("uint64", "int64"), ("float32", "float64"), ("complex64", "complex128"),
+])
+def test_the_kernel_sums_into_a_wider_dtype(rng, source, target):
+    """Every integer into a 64-bit one (modulo 2^64, as NumPy's casts and sums are),
+    float32 into float64, complex64 into complex128: each element widened, then added."""
+    if np.dtype(source).kind in "iu":
+        info = np.iinfo(source)
+        x = rng.integers(info.min, info.max, size=(16, 64, 64), dtype=source, endpoint=True)
+    else:
+        x = (rng.standard_normal((16, 64, 64)) + 1j * rng.standard_normal((16, 64, 64)))
+        x = (x if np.dtype(source).kind == "c" else x.real).astype(source)
+    view = x.transpose(0, 2, 1)  # 'ikj': the inner axis j summed at stride 64
+    spec = _spec("ikj", view.shape, tuple(s // x.itemsize for s in view.strides),
+                 np.dtype(source).char)
+    problem = ReductionProblem(spec, contiguous_spec("ik", (16, 64), np.dtype(target).char))
+    plans = kernel_plans(problem)
+    assert {plan.route for plan in plans} >= {"reduce:loops", "reduce:threaded-loops"}
+    expected = view.astype(target).sum(axis=2, dtype=target)
+    for plan in plans:
+        d = np.empty((16, 64), target)
+        plan.execute((view,), d, Scalars(), None)
+        if np.dtype(source).kind in "iu":
+            np.testing.assert_array_equal(d, expected)
+        else:
+            np.testing.assert_allclose(d, expected, rtol=1e-12, atol=1e-12)
 
-    assert cache_hits("one-thread") == 0
-    assert cache_hits("threaded") == 0  # compiled, not the one-thread entry
-    assert cache_hits("threaded") == 1  # the cache still serves it
+
+def test_integer_sums_wrap_in_their_own_dtype_as_numpys_do():
+    x = np.full((16, 64, 64), 100, np.int8)  # 64 x 100 = 6400, 0 modulo 256
+    x[:, 0, :] = 101  # one more in each sum
+    view = x.transpose(0, 2, 1)
+    spec = _spec("ikj", view.shape, tuple(view.strides), "b")
+    for plan in kernel_plans(ReductionProblem(spec, contiguous_spec("ik", (16, 64), "b"))):
+        d = np.empty((16, 64), np.int8)
+        plan.execute((view,), d, Scalars(), None)
+        np.testing.assert_array_equal(d, np.einsum("ikj->ik", view))
+        assert (d == 1).all()
+
+
+def test_narrowing_and_mixed_kinds_get_no_kernel_plan():
+    a = _spec("ikj", (64, 64, 64), (64**3, 64, 64**2 + 1), "d")
+    for target in ("f", "q", "F"):
+        assert kernel_plans(ReductionProblem(a, contiguous_spec("ik", (64, 64), target))) == ()
+    b = _spec("ikj", (64, 64, 64), (64**3, 64, 64**2 + 1), "q")
+    assert kernel_plans(ReductionProblem(b, contiguous_spec("ik", (64, 64), "d"))) == ()
+
+
+def test_the_kernel_refuses_a_nest_that_reaches_outside_its_buffers():
+    """The kernel checks the reach of its tables and strides against the buffers'
+    lengths, and the pair of types, before it sums."""
+    from cpu_fallback import _sums, sum_kernel
+
+    src, dst = np.zeros(100), np.zeros(10)
+    one, zero = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    kind = sum_kernel.UNIT_ROWS
+    _sums.strided(src, dst, "f8", "f8", kind, one, zero, zero, 10, 10, 1, 0)  # fits
+    with pytest.raises(ValueError, match="outside the buffers"):
+        _sums.strided(src, dst, "f8", "f8", kind, one, zero, zero, 10, 12, 1, 0)
+    with pytest.raises(ValueError, match="outside the buffers"):
+        _sums.strided(src, dst, "f8", "f8", kind, one, zero, zero, 11, 1, 1, 0)
+    with pytest.raises(ValueError, match="outside the buffers"):
+        _sums.strided(src, dst, "f8", "f8", kind, one, zero, np.array([-1]), 10, 1, 1, 0)
+    with pytest.raises(ValueError, match="no sum kernel sums f8 into f4"):
+        _sums.strided(src, dst, "f8", "f4", kind, one, zero, zero, 10, 1, 1, 0)
+    with pytest.raises(ValueError, match="int64 entries"):
+        _sums.strided(src, dst, "f8", "f8", kind, one, zero, np.zeros(2, np.int32), 10, 1, 1, 0)

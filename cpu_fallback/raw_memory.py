@@ -1,0 +1,31 @@
+"""The memory under a strided NumPy array as one flat array, for the compiled kernels
+(cpu_fallback.tiles, sum_kernel, pairwise_kernel): they take a buffer and offsets into
+it, and check every offset against the buffer's length."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class _Memory:
+    """A NumPy array interface for ``span`` elements of type ``typestr`` from
+    ``address``, holding the array they lie under."""
+
+    __slots__ = ("__array_interface__", "owner")
+
+    def __init__(self, owner: np.ndarray, address: int, span: int, typestr: str,
+                 writeable: bool) -> None:
+        self.owner = owner
+        self.__array_interface__ = {
+            "data": (address, not writeable),
+            "shape": (span,),
+            "typestr": typestr,
+            "version": 3,
+        }
+
+
+def flat(array: np.ndarray, typestr: str, base: int, span: int, *, writeable: bool) -> np.ndarray:
+    """The memory under ``array`` as a 1-D array of ``span`` elements of ``typestr``
+    from its lowest address, ``base`` such elements before its element 0."""
+    address = array.__array_interface__["data"][0] - base * np.dtype(typestr).itemsize
+    return np.asarray(_Memory(array, address, span, typestr, writeable))

@@ -1,0 +1,451 @@
+/* cpu_fallback._sums: the compiled sums of cpu_fallback.sum_kernel and
+ * cpu_fallback.pairwise_kernel.
+ *
+ * strided() runs the loop nest of a SumLayout (cpu_fallback/sum_layout.py): for each
+ * outer index k, the source rows at kept_src[k] + summed_src[r] (n elements at stride
+ * ss) are summed over r into the destination row at kept_dst[k] (stride ds), or, with
+ * the inner axis summed too, into the one element dst[kept_dst[k]]. Four inner loops
+ * (KIND_*) match cpu_fallback.sum_kernel's kinds.
+ *
+ * pairwise() sums rows in NumPy's pairwise order (a RowLayout and a LeafProgram): each
+ * piece of a row walks its blocks in address order, summing each block as NumPy does
+ * (eight running sums over the multiple of 8, the rest one by one) and adding partial
+ * sums on a short stack as the program says; the pieces of a row are then added
+ * pairwise, neighbours first. The result has NumPy's bits however the pieces are shared.
+ *
+ * With threads > 0 the outer indices (strided) or the pieces (pairwise) are shared
+ * among that many OpenMP threads, each writing its own outputs; 0 runs on the calling
+ * thread, without a parallel region (a forked child must not start one). The GIL is
+ * released while they sum; every offset is checked against the buffers first.
+ */
+#include "kernel_common.h"
+
+#include <complex.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { KIND_REGISTERS, KIND_UNIT_ROWS, KIND_ROWS, KIND_COLUMNS };
+
+/* Partial sums one pairwise piece may hold at once (one per level of halving, and one
+ * more: 2^63 elements need fewer). */
+#define STACK 64
+
+typedef struct {
+    int kind;
+    const int64_t *kept_src, *kept_dst, *summed_src;
+    int64_t n_kept, n_summed, n, ss, ds;
+} Nest;
+
+/* out[j] = sum over r of row r, for every outer index k in [k0, k1). Integer sums
+ * accumulate in unsigned 64-bit words (wrapping, as NumPy's do), then are stored in
+ * the destination's type. */
+#define DEFINE_STRIDED(NAME, S, A, D)                                                     \
+    CLONES static void NAME(const S *restrict src, D *restrict dst, const Nest *g,          \
+                            int64_t k0, int64_t k1)                                        \
+    {                                                                                      \
+        const int64_t n = g->n, ss = g->ss, ds = g->ds, m = g->n_summed;                   \
+        const int64_t *summed = g->summed_src;                                             \
+        for (int64_t k = k0; k < k1; k++) {                                                \
+            const int64_t s0 = g->kept_src[k], d0 = g->kept_dst[k];                        \
+            if (g->kind == KIND_REGISTERS) {                                               \
+                A total = 0;                                                               \
+                for (int64_t r = 0; r < m; r++) {                                          \
+                    const S *s = src + s0 + summed[r];                                     \
+                    for (int64_t j = 0; j < n; j++)                                        \
+                        total += (A)s[j * ss];                                             \
+                }                                                                          \
+                dst[d0] = (D)total;                                                        \
+            } else if (g->kind == KIND_UNIT_ROWS) {                                        \
+                D *restrict d = dst + d0;                                                  \
+                for (int64_t j = 0; j < n; j++)                                            \
+                    d[j] = 0;                                                              \
+                for (int64_t r = 0; r < m; r++) {                                          \
+                    const S *s = src + s0 + summed[r];                                     \
+                    for (int64_t j = 0; j < n; j++)                                        \
+                        d[j] = (D)((A)d[j] + (A)s[j * ss]);                                \
+                }                                                                          \
+            } else if (g->kind == KIND_COLUMNS) {                                          \
+                for (int64_t j = 0; j < n; j++) {                                          \
+                    const S *s = src + s0 + j * ss;                                        \
+                    A total = 0;                                                           \
+                    for (int64_t r = 0; r < m; r++)                                        \
+                        total += (A)s[summed[r]];                                          \
+                    dst[d0 + j * ds] = (D)total;                                           \
+                }                                                                          \
+            } else {                                                                       \
+                for (int64_t j = 0; j < n; j++)                                            \
+                    dst[d0 + j * ds] = 0;                                                  \
+                for (int64_t r = 0; r < m; r++) {                                          \
+                    const S *s = src + s0 + summed[r];                                     \
+                    for (int64_t j = 0; j < n; j++)                                        \
+                        dst[d0 + j * ds] = (D)((A)dst[d0 + j * ds] + (A)s[j * ss]);        \
+                }                                                                          \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+typedef void (*StridedFn)(const void *, void *, const Nest *, int64_t, int64_t);
+
+/* The source and destination types, as NumPy names them (kind and bytes). */
+enum { T_I1, T_U1, T_I2, T_U2, T_I4, T_U4, T_I8, T_U8, T_F4, T_F8, T_C8, T_C16, T_COUNT };
+static const char *type_names[T_COUNT] = {"i1", "u1", "i2", "u2", "i4", "u4",
+                                          "i8", "u8", "f4", "f8", "c8", "c16"};
+
+/* One function per pair: every type into itself, every integer into a 64-bit one,
+ * float32 into float64, complex64 into complex128. */
+#define SAME(T, TYPE, ACC) DEFINE_STRIDED(strided_##T##_##T, TYPE, ACC, TYPE)
+SAME(i1, int8_t, uint64_t)
+SAME(u1, uint8_t, uint64_t)
+SAME(i2, int16_t, uint64_t)
+SAME(u2, uint16_t, uint64_t)
+SAME(i4, int32_t, uint64_t)
+SAME(u4, uint32_t, uint64_t)
+SAME(i8, int64_t, uint64_t)
+SAME(u8, uint64_t, uint64_t)
+SAME(f4, float, float)
+SAME(f8, double, double)
+SAME(c8, float complex, float complex)
+SAME(c16, double complex, double complex)
+#define WIDE(T, TYPE)                                                                      \
+    DEFINE_STRIDED(strided_##T##_i8, TYPE, uint64_t, int64_t)                              \
+    DEFINE_STRIDED(strided_##T##_u8, TYPE, uint64_t, uint64_t)
+WIDE(i1, int8_t)
+WIDE(u1, uint8_t)
+WIDE(i2, int16_t)
+WIDE(u2, uint16_t)
+WIDE(i4, int32_t)
+WIDE(u4, uint32_t)
+DEFINE_STRIDED(strided_i8_u8, int64_t, uint64_t, uint64_t)
+DEFINE_STRIDED(strided_u8_i8, uint64_t, uint64_t, int64_t)
+DEFINE_STRIDED(strided_f4_f8, float, double, double)
+DEFINE_STRIDED(strided_c8_c16, float complex, double complex, double complex)
+
+#define F(name) ((StridedFn)(name))
+static StridedFn strided_fn(int s, int d)
+{
+    static StridedFn same[T_COUNT] = {
+        F(strided_i1_i1), F(strided_u1_u1), F(strided_i2_i2), F(strided_u2_u2),
+        F(strided_i4_i4), F(strided_u4_u4), F(strided_i8_i8), F(strided_u8_u8),
+        F(strided_f4_f4), F(strided_f8_f8), F(strided_c8_c8), F(strided_c16_c16)};
+    static StridedFn into_i8[T_I8] = {F(strided_i1_i8), F(strided_u1_i8), F(strided_i2_i8),
+                                      F(strided_u2_i8), F(strided_i4_i8), F(strided_u4_i8)};
+    static StridedFn into_u8[T_I8] = {F(strided_i1_u8), F(strided_u1_u8), F(strided_i2_u8),
+                                      F(strided_u2_u8), F(strided_i4_u8), F(strided_u4_u8)};
+    if (s == d)
+        return same[s];
+    if (d == T_I8)
+        return s < T_I8 ? into_i8[s] : s == T_U8 ? F(strided_u8_i8) : NULL;
+    if (d == T_U8)
+        return s < T_I8 ? into_u8[s] : s == T_I8 ? F(strided_i8_u8) : NULL;
+    if (s == T_F4 && d == T_F8)
+        return F(strided_f4_f8);
+    if (s == T_C8 && d == T_C16)
+        return F(strided_c8_c16);
+    return NULL;
+}
+#undef F
+
+static const size_t type_sizes[T_COUNT] = {1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 8, 16};
+
+/* The type named `name`; -1 with an error set. */
+static int type_of(const char *name)
+{
+    for (int t = 0; t < T_COUNT; t++)
+        if (strcmp(name, type_names[t]) == 0)
+            return t;
+    PyErr_Format(PyExc_ValueError, "no sum kernel reads or writes type %s", name);
+    return -1;
+}
+
+static int nest_in_bounds(const Nest *g, int64_t src_len, int64_t dst_len)
+{
+    int64_t s_lo = 0, s_hi = 0, d_lo = 0, d_hi = 0;
+    table_reach(g->kept_src, g->n_kept, &s_lo, &s_hi);
+    table_reach(g->summed_src, g->n_summed, &s_lo, &s_hi);
+    reach(g->n, g->ss, &s_lo, &s_hi);
+    table_reach(g->kept_dst, g->n_kept, &d_lo, &d_hi);
+    if (g->kind != KIND_REGISTERS)
+        reach(g->n, g->ds, &d_lo, &d_hi);
+    return s_lo >= 0 && s_hi < src_len && d_lo >= 0 && d_hi < dst_len;
+}
+
+PyDoc_STRVAR(strided_doc,
+"strided(src, dst, src_type, dst_type, kind, kept_src, kept_dst, summed_src, n, ss, ds,\n"
+"        threads)\n"
+"--\n\n"
+"Sum buffer src into writable buffer dst as the loop nest says (see\n"
+"cpu_fallback.sum_kernel.run); the types are NumPy's kind and bytes ('f8', 'i1', ...).\n"
+"threads > 0 shares the outer indices among that many OpenMP threads.");
+
+static PyObject *strided(PyObject *self, PyObject *args)
+{
+    Py_buffer src, dst, kept_src, kept_dst, summed_src;
+    const char *src_name, *dst_name;
+    int kind, threads;
+    long long n, ss, ds;
+    if (!PyArg_ParseTuple(args, "y*w*ssiy*y*y*LLLi:strided", &src, &dst, &src_name, &dst_name,
+                          &kind, &kept_src, &kept_dst, &summed_src, &n, &ss, &ds, &threads))
+        return NULL;
+    PyObject *result = NULL;
+    Nest g = {kind, NULL, NULL, NULL, (int64_t)(kept_src.len / 8),
+              (int64_t)(summed_src.len / 8), n, ss, ds};
+    const int s = type_of(src_name), d = s < 0 ? -1 : type_of(dst_name);
+    if (d < 0)
+        goto done;
+    StridedFn fn = strided_fn(s, d);
+    if (fn == NULL) {
+        PyErr_Format(PyExc_ValueError, "no sum kernel sums %s into %s", src_name, dst_name);
+        goto done;
+    }
+    if (kind < KIND_REGISTERS || kind > KIND_COLUMNS || n < 1 || threads < 0 ||
+        g.n_kept < 1 || g.n_summed < 1) {
+        PyErr_SetString(PyExc_ValueError, "bad kind, extent, thread count or empty table");
+        goto done;
+    }
+    if ((g.kept_src = table(&kept_src, g.n_kept, "kept_src")) == NULL ||
+        (g.kept_dst = table(&kept_dst, g.n_kept, "kept_dst")) == NULL ||
+        (g.summed_src = table(&summed_src, g.n_summed, "summed_src")) == NULL)
+        goto done;
+    if (!nest_in_bounds(&g, src.len / (Py_ssize_t)type_sizes[s],
+                        dst.len / (Py_ssize_t)type_sizes[d])) {
+        PyErr_SetString(PyExc_ValueError, "the loop nest reaches outside the buffers");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (threads == 0 || g.n_kept == 1) {
+        fn(src.buf, dst.buf, &g, 0, g.n_kept);
+    } else {
+        const int64_t parts = g.n_kept < threads ? g.n_kept : threads;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) schedule(static)
+#endif
+        for (int64_t p = 0; p < parts; p++)
+            fn(src.buf, dst.buf, &g, p * g.n_kept / parts, (p + 1) * g.n_kept / parts);
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&dst);
+    PyBuffer_Release(&kept_src);
+    PyBuffer_Release(&kept_dst);
+    PyBuffer_Release(&summed_src);
+    return result;
+}
+
+typedef struct {
+    const int64_t *row_src, *row_dst, *offsets, *lengths, *adds, *entries;
+    int64_t rows, pieces;
+} Program;
+
+/* NumPy's pairwise sum of a block (n <= 128 in NumPy's recursion): under 8 elements
+ * one running sum; else eight (element i into sum i % 8, one vector register) over the
+ * multiple of 8, combined as ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)), the
+ * rest added one by one. Each lane adds in order: no reassociation. */
+#define DEFINE_PAIRWISE(T, TYPE)                                                          \
+    static inline TYPE block_##T(const TYPE *restrict s, int64_t n)                        \
+    {                                                                                      \
+        TYPE total = 0;                                                                    \
+        if (n < 8) {                                                                       \
+            for (int64_t i = 0; i < n; i++)                                                \
+                total += s[i];                                                             \
+            return total;                                                                  \
+        }                                                                                  \
+        const int64_t end = n - n % 8;                                                     \
+        TYPE r[8];                                                                         \
+        for (int j = 0; j < 8; j++)                                                        \
+            r[j] = s[j];                                                                   \
+        for (int64_t i = 8; i < end; i += 8)                                               \
+            for (int j = 0; j < 8; j++)                                                    \
+                r[j] += s[i + j];                                                          \
+        total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));         \
+        for (int64_t i = end; i < n; i++)                                                  \
+            total += s[i];                                                                 \
+        return total;                                                                      \
+    }                                                                                      \
+                                                                                           \
+    /* Tasks first .. last - 1 (piece task % pieces of row task / pieces): each the row's \
+     * sum when a row is one piece, else partial[task]. 1 if a program overflows STACK. */ \
+    CLONES static int pieces_##T(const TYPE *restrict src, TYPE *restrict dst,              \
+                                 const Program *p, TYPE *restrict partial, int64_t first,  \
+                                 int64_t last)                                             \
+    {                                                                                      \
+        TYPE stack[STACK];                                                                 \
+        for (int64_t task = first; task < last; task++) {                                  \
+            const int64_t row = task / p->pieces, piece = task % p->pieces;                \
+            int64_t offset = p->row_src[row] + p->offsets[piece], top = 0;                 \
+            for (int64_t e = p->entries[piece]; e < p->entries[piece + 1]; e++) {          \
+                if (top == STACK || p->adds[e] > top)                                      \
+                    return 1;                                                              \
+                stack[top] = block_##T(src + offset, p->lengths[e]);                       \
+                offset += p->lengths[e];                                                   \
+                for (int64_t a = 0; a < p->adds[e]; a++) {                                 \
+                    top--;                                                                 \
+                    stack[top] = stack[top] + stack[top + 1];                              \
+                }                                                                          \
+                top++;                                                                     \
+            }                                                                              \
+            if (p->pieces == 1)                                                            \
+                dst[p->row_dst[row]] = stack[0];                                           \
+            else                                                                           \
+                partial[task] = stack[0];                                                  \
+        }                                                                                  \
+        return 0;                                                                          \
+    }                                                                                      \
+                                                                                           \
+    /* Each cut row's piece sums added pairwise, neighbours first, into its element. */   \
+    static void combine_##T(TYPE *restrict dst, const Program *p, TYPE *restrict partial)  \
+    {                                                                                      \
+        for (int64_t row = 0; row < p->rows; row++) {                                      \
+            TYPE *part = partial + row * p->pieces;                                        \
+            for (int64_t width = p->pieces / 2; width >= 1; width /= 2)                    \
+                for (int64_t i = 0; i < width; i++)                                        \
+                    part[i] = part[2 * i] + part[2 * i + 1];                               \
+            dst[p->row_dst[row]] = part[0];                                                \
+        }                                                                                  \
+    }                                                                                      \
+                                                                                           \
+    static int rows_##T(const void *src, void *dst, const Program *p, void *partial,       \
+                        int64_t chunks, int threads)                                       \
+    {                                                                                      \
+        const int64_t tasks = p->rows * p->pieces;                                         \
+        int failed = 0;                                                                    \
+        if (threads == 0 || chunks < 2) {                                                  \
+            failed = pieces_##T(src, dst, p, partial, 0, tasks);                           \
+        } else {                                                                           \
+            _Pragma("omp parallel for num_threads(threads) schedule(static) reduction(|:failed)") \
+            for (int64_t c = 0; c < chunks; c++)                                           \
+                failed |= pieces_##T(src, dst, p, partial, c * tasks / chunks,             \
+                                     (c + 1) * tasks / chunks);                            \
+        }                                                                                  \
+        if (!failed && p->pieces > 1)                                                      \
+            combine_##T(dst, p, partial);                                                  \
+        return failed;                                                                     \
+    }
+DEFINE_PAIRWISE(f4, float)
+DEFINE_PAIRWISE(f8, double)
+
+/* Whether every piece of every row lies inside the buffers, the program's entries are
+ * in order and its lengths not negative. */
+static int program_in_bounds(const Program *p, int64_t n_entries, int64_t src_len,
+                             int64_t dst_len)
+{
+    if (p->entries[0] < 0 || p->entries[p->pieces] > n_entries)
+        return 0;
+    int64_t s_lo = 0, s_hi = 0, d_lo = 0, d_hi = 0;
+    table_reach(p->row_src, p->rows, &s_lo, &s_hi);
+    table_reach(p->row_dst, p->rows, &d_lo, &d_hi);
+    if (d_lo < 0 || d_hi >= dst_len)
+        return 0;
+    for (int64_t piece = 0; piece < p->pieces; piece++) {
+        int64_t span = 0;
+        if (p->entries[piece + 1] < p->entries[piece])
+            return 0;
+        for (int64_t e = p->entries[piece]; e < p->entries[piece + 1]; e++) {
+            if (p->lengths[e] < 0 || p->adds[e] < 0)
+                return 0;
+            span += p->lengths[e];
+        }
+        const int64_t start = p->offsets[piece];
+        if (s_lo + start < 0 || (span > 0 && s_hi + start + span > src_len))
+            return 0;
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(pairwise_doc,
+"pairwise(src, dst, type, row_src, row_dst, offsets, lengths, adds, entries, chunks,\n"
+"         threads)\n"
+"--\n\n"
+"Write the pairwise sum of each row of buffer src into writable buffer dst, each row\n"
+"cut into the pieces whose recursions the program spells out (see\n"
+"cpu_fallback.pairwise_kernel.run); type 'f4' or 'f8'. threads > 0 shares `chunks`\n"
+"chunks of the pieces among that many OpenMP threads.");
+
+static PyObject *pairwise(PyObject *self, PyObject *args)
+{
+    Py_buffer src, dst, row_src, row_dst, offsets, lengths, adds, entries;
+    const char *name;
+    long long chunks;
+    int threads;
+    if (!PyArg_ParseTuple(args, "y*w*sy*y*y*y*y*y*Li:pairwise", &src, &dst, &name, &row_src,
+                          &row_dst, &offsets, &lengths, &adds, &entries, &chunks, &threads))
+        return NULL;
+    PyObject *result = NULL;
+    void *partial = NULL;
+    int failed = 0;
+    const int t = type_of(name);
+    Program p = {NULL, NULL, NULL, NULL, NULL, NULL, (int64_t)(row_src.len / 8),
+                 (int64_t)(offsets.len / 8)};
+    const int64_t n_entries = (int64_t)(lengths.len / 8);
+    if (t < 0)
+        goto done;
+    if (t != T_F4 && t != T_F8) {
+        PyErr_Format(PyExc_ValueError, "pairwise sums are float32 or float64, not %s", name);
+        goto done;
+    }
+    if (p.rows < 1 || p.pieces < 1 || (p.pieces & (p.pieces - 1)) != 0 || chunks < 1 ||
+        threads < 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "needs rows, a power-of-two count of pieces, chunks and threads");
+        goto done;
+    }
+    if ((p.row_src = table(&row_src, p.rows, "row_src")) == NULL ||
+        (p.row_dst = table(&row_dst, p.rows, "row_dst")) == NULL ||
+        (p.offsets = table(&offsets, p.pieces, "offsets")) == NULL ||
+        (p.lengths = table(&lengths, n_entries, "lengths")) == NULL ||
+        (p.adds = table(&adds, n_entries, "adds")) == NULL ||
+        (p.entries = table(&entries, p.pieces + 1, "entries")) == NULL)
+        goto done;
+    if (!program_in_bounds(&p, n_entries, src.len / (Py_ssize_t)type_sizes[t],
+                           dst.len / (Py_ssize_t)type_sizes[t])) {
+        PyErr_SetString(PyExc_ValueError, "the row program reaches outside the buffers");
+        goto done;
+    }
+    const int64_t tasks = p.rows * p.pieces;
+    if (p.pieces > 1 && (partial = malloc((size_t)tasks * type_sizes[t])) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (chunks > tasks)
+        chunks = tasks;
+    Py_BEGIN_ALLOW_THREADS
+    if (t == T_F4)
+        failed = rows_f4(src.buf, dst.buf, &p, partial, chunks, threads);
+    else
+        failed = rows_f8(src.buf, dst.buf, &p, partial, chunks, threads);
+    Py_END_ALLOW_THREADS
+    if (failed)
+        PyErr_SetString(PyExc_ValueError, "the row program overflows its stack");
+    else
+        result = Py_NewRef(Py_None);
+done:
+    free(partial);
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&dst);
+    PyBuffer_Release(&row_src);
+    PyBuffer_Release(&row_dst);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&lengths);
+    PyBuffer_Release(&adds);
+    PyBuffer_Release(&entries);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"strided", strided, METH_VARARGS, strided_doc},
+    {"pairwise", pairwise, METH_VARARGS, pairwise_doc},
+    {"max_threads", max_threads, METH_NOARGS, max_threads_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_sums",
+    "The compiled sums of cpu_fallback.sum_kernel and pairwise_kernel (see sums.c).", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit__sums(void)
+{
+    return PyModule_Create(&module);
+}
