@@ -178,7 +178,7 @@ def leaf_program(piece_lengths: np.ndarray) -> LeafProgram:
     def blocks(n: int) -> tuple[np.ndarray, np.ndarray]:
         if n not in built:
             if n <= BLOCK:
-                built[n] = np.array([n], np.int16), np.zeros(1, np.int16)
+                built[n] = np.array([n], np.int64), np.zeros(1, np.int64)
             else:
                 half = _half(n)
                 (left, left_adds), (right, right_adds) = blocks(half), blocks(n - half)
@@ -190,9 +190,8 @@ def leaf_program(piece_lengths: np.ndarray) -> LeafProgram:
     programs = [blocks(int(n)) for n in piece_lengths]
     offsets = np.cumsum([0, *piece_lengths[:-1]]).astype(np.int64)
     entries = np.cumsum([0] + [len(lengths) for lengths, _ in programs]).astype(np.int64)
-    lengths = np.concatenate([lengths for lengths, _ in programs]).astype(np.int64)
-    adds = np.concatenate([adds for _, adds in programs]).astype(np.int64)
-    return LeafProgram(offsets, lengths, adds, entries)
+    return LeafProgram(offsets, np.concatenate([lengths for lengths, _ in programs]),
+                       np.concatenate([adds for _, adds in programs]), entries)
 
 
 def memory_extent(extents: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int]:
