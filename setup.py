@@ -1,9 +1,10 @@
-"""The compiled part of gpu_tc: cpu_fallback._tile_copy (the cache-blocked copy kernel)
-and cpu_fallback._sums (the strided and pairwise sum kernels).
+"""The compiled part of gpu_tc: cpu_fallback._tile_copy (the cache-blocked copy kernel),
+cpu_fallback._sums (the strided and pairwise sum kernels) and cpu_fallback._small_k (the
+GEMM of a small inner extent).
 
 Everything else is in pyproject.toml. The extensions are optional: where they do not
-build (no C compiler), large permuted copies fall back to numpy.copyto and sums to
-NumPy's reductions, with a warning.
+build (no C compiler), large permuted copies fall back to numpy.copyto, sums to NumPy's
+reductions and small-K products to BLAS, with a warning.
 """
 
 from setuptools import Extension, setup
@@ -21,4 +22,8 @@ def kernel(name: str, source: str) -> Extension:
     )
 
 
-setup(ext_modules=[kernel("_tile_copy", "tile_copy.c"), kernel("_sums", "sums.c")])
+setup(ext_modules=[
+    kernel("_tile_copy", "tile_copy.c"),
+    kernel("_sums", "sums.c"),
+    kernel("_small_k", "small_k.c"),
+])

@@ -16,7 +16,7 @@
 #
 # Run from the repository root with gpu_tc importable (on the lent machine: after the
 # staging calls, `source /tmp/stage/env.sh`, which puts the checkout on PYTHONPATH); each
-# mode first compiles the copy kernel in place (setup.py build_ext --inplace).
+# mode first compiles the C kernels in place (setup.py build_ext --inplace).
 # That machine lacks some of gpu_tc's dependencies; stage them with cuTENSOR:
 #   WHEELS="$(benchmarks/gpu_visit.sh wheels)" ../shared/tools/device-cutensor prepare
 # Each step runs under its own time limit and a failing step does not stop the next.

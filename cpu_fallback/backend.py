@@ -148,14 +148,18 @@ class CpuBackend:
     def contraction_plan(self, problem: ContractionProblem, options: Options) -> PrimitivePlan:
         """A GEMM lowering of ``problem`` (see gpu_tc.gemm) whose copies stay within
         ``options.memory_limit`` or the default budget (in tiles where they would not);
-        where lowerings compete (pack an operand or loop over it) and the problem has
-        measure.MIN_FLOPS, a plan that times them on its first calls
-        (cpu_fallback.measure)."""
+        where lowerings compete (pack an operand or loop over it, BLAS's GEMM or the
+        small-K kernel's) and the problem has measure.MIN_FLOPS, a plan that times them
+        on its first calls (cpu_fallback.measure)."""
         budget = default_budget(problem) if options.memory_limit is None else options.memory_limit
         choices = policies(problem)
-        if len(choices) == 1 or contraction_flops(problem) < MIN_FLOPS:
+        if contraction_flops(problem) < MIN_FLOPS:
             return CpuContractionPlan(problem, choices[0], budget)
         plans = [CpuContractionPlan(problem, policy, budget) for policy in choices]
+        plans += [CpuContractionPlan(problem, plan.policy, budget, small_k=True)
+                  for plan in plans if plan.small_k_serves()]
+        if len(plans) == 1:
+            return plans[0]
         return MeasuredPlan(plans, key=f"contraction {problem!r}")
 
     def permutation_plan(self, problem: PermutationProblem, options: Options) -> CpuPermutationPlan:

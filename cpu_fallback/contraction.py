@@ -17,7 +17,7 @@ from gpu_tc.gemm import (
 )
 from gpu_tc.problem import ContractionProblem, TensorSpec, contiguous_spec
 
-from . import cblas
+from . import cblas, kernels
 from .permute import copy_permuted, write_scaled
 from .pool import HOST_POOL, MIN_BYTES
 from .tiling import (
@@ -42,13 +42,21 @@ class CpuContractionPlan(PlanDefaults):
     """
 
     def __init__(
-        self, problem: ContractionProblem, policy: str = "heuristic", budget: int | None = None
+        self, problem: ContractionProblem, policy: str = "heuristic", budget: int | None = None,
+        small_k: bool = False,
     ) -> None:
         self.problem = problem
+        self.policy = policy
         self.lowering = lower(problem, policy)
-        self.route = "blas:" + self.lowering.route
+        self.route = ("small-k:" if small_k else "blas:") + self.lowering.route
         self.reason = self.lowering.reason
-        self.fresh = _fresh_call(self.lowering, problem)
+        # The small-K kernel (cpu_fallback.small_k) computes the product instead of BLAS.
+        self._small_k = None
+        if small_k and isinstance(self.lowering, GemmLowering):
+            self._small_k = kernels.load("small_k", "small-K products run on BLAS")
+            self.reason += f"; the GEMM by the small-K kernel (K = {self.lowering.a.shape[-1]})"
+        # A new result by numpy.matmul alone, where it writes D's layout (not the kernel's).
+        self.fresh = None if self._small_k else _fresh_call(self.lowering, problem)
         low = self.lowering
         # D's axes from the (batch, rows, cols) order of an unpacked temporary.
         self._d_order = tuple(np.argsort(low.d.perm)) if isinstance(low, GemmLowering) else ()
@@ -98,6 +106,17 @@ class CpuContractionPlan(PlanDefaults):
         elif not low.d_empty:
             write_scaled(None, d, alpha, beta, c)
 
+    def small_k_serves(self) -> bool:
+        """Whether this plan's product may go through the small-K kernel instead: one
+        GEMM (no batch), untiled, D not staged, and an inner extent and dtype the
+        kernel takes (where it was built)."""
+        low = self.lowering
+        if not (isinstance(low, GemmLowering) and len(low.a.shape) == 2 and not low.d.pack
+                and self._tiled[False] is None and kernels.built("_small_k")):
+            return False
+        module = kernels.load("small_k", "small-K products run on BLAS")
+        return module is not None and module.serves(self.problem.d.dtype, low.a.shape[-1])
+
     def pack(self, x: Any, operand: str) -> Any:
         """Operand ``operand`` ("a" or "b") of a GEMM lowering as its matrix stack."""
         low = self.lowering
@@ -112,6 +131,8 @@ class CpuContractionPlan(PlanDefaults):
         assert isinstance(low, GemmLowering)
         if not low.d.pack and beta == 0:
             d_mat = d.transpose(low.d.perm).reshape(low.d.shape)
+            if self._small_k is not None and self._small_k.gemm(a_mat, b_mat, d_mat, alpha):
+                return
             np.matmul(a_mat, b_mat, out=d_mat)
             if alpha != 1:
                 np.multiply(d_mat, alpha, out=d_mat)

@@ -23,7 +23,7 @@
 #endif
 
 /* Widen [low, high] by the offsets 0 .. (extent - 1) * stride. */
-static void reach(int64_t extent, int64_t stride, int64_t *low, int64_t *high)
+static inline void reach(int64_t extent, int64_t stride, int64_t *low, int64_t *high)
 {
     int64_t far = (extent - 1) * stride;
     if (far < 0)
@@ -33,7 +33,7 @@ static void reach(int64_t extent, int64_t stride, int64_t *low, int64_t *high)
 }
 
 /* Widen [low, high] by the smallest and largest of n >= 1 table entries. */
-static void table_reach(const int64_t *table, int64_t n, int64_t *low, int64_t *high)
+static inline void table_reach(const int64_t *table, int64_t n, int64_t *low, int64_t *high)
 {
     int64_t lo = table[0], hi = table[0];
     for (int64_t i = 1; i < n; i++) {
@@ -45,7 +45,7 @@ static void table_reach(const int64_t *table, int64_t n, int64_t *low, int64_t *
 }
 
 /* An int64 table from a buffer of at least `need` entries; NULL with an error set. */
-static const int64_t *table(Py_buffer *view, int64_t need, const char *name)
+static inline const int64_t *table(Py_buffer *view, int64_t need, const char *name)
 {
     if (view->itemsize != 8 || view->len < need * 8) {
         PyErr_Format(PyExc_ValueError, "%s: needs %lld int64 entries", name, (long long)need);

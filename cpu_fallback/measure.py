@@ -3,10 +3,14 @@
 Where routes compete (GEMM lowerings that pack an operand or loop over it, the two
 orientations of a new result) no constant tuned on one host and one size picks well
 on another, so the CPU backend times them on the calls themselves: every call computes
-the full, correct result with one of the variants. A :class:`Choice` warms each variant
-up once (untimed: page faults, BLAS threads), then rotates over them until each has
-SAMPLES timings, and keeps the fastest by median; the current choice (at first variant
-0, the rule's pick) stays unless another beats it by MARGIN. Later every variant is
+the full, correct result with one of the variants. A :class:`Choice` runs each variant
+in turn, one untimed call, then SAMPLES timed calls in a row, and keeps the fastest by
+median; the current choice (at first variant 0, the rule's pick) stays unless another
+beats it by MARGIN. The untimed call leads in (page faults, and threads woken: on a
+virtual machine an OpenMP thread that went to sleep during another variant's BLAS call
+took about a millisecond to wake, which a timed call right after the switch would have
+charged to a 0.25 ms kernel), so a variant is timed as a run of its own calls finds it,
+or, inside a chain of steps, as the steps around it leave the threads. Later every variant is
 timed SAMPLES times afresh and the choice made again under the same margin: one
 disturbed call cannot pin a slow variant, and a choice made under a passing load is
 undone at the next re-check. A re-check comes after at least RECHECK_FIRST calls, then
@@ -40,6 +44,8 @@ from . import decisions
 # not worth timing (the rule's pick runs).
 MIN_FLOPS = 1 << 22
 SAMPLES = 3
+# Calls of a variant in one measurement: an untimed lead-in, then SAMPLES timed calls.
+RUN = 1 + SAMPLES
 MARGIN = 0.10
 RECHECK_FIRST = 16
 RECHECK_GROWTH = 8
@@ -64,9 +70,8 @@ class Choice:
         count = len(self.names)
         self.best = 0
         self._samples: list[list[float]] = [[] for _ in range(count)]
-        self._warm = [False] * count
-        # Warm-ups, then SAMPLES rounds, each round over every variant.
-        self._queue: deque[int] = deque(list(range(count)) * (1 + SAMPLES))
+        # (variant, timed) for each call of a measurement: a run of each variant in turn.
+        self._queue: deque[tuple[int, bool]] = deque(self._rounds())
         self._calls = 0
         self._fewest_calls = RECHECK_FIRST  # before the next re-check, at the least
         self._recheck = RECHECK_FIRST
@@ -101,15 +106,21 @@ class Choice:
                     self._calls = 0
                     self._fewest_calls *= RECHECK_GROWTH
                     self._samples = [[] for _ in self.names]
-                    self._queue.extend(list(range(len(self.names))) * SAMPLES)
+                    self._queue.extend(self._rounds())
             return self._pick(allowed, pop=True)
 
+    def _rounds(self) -> list[tuple[int, bool]]:
+        """The calls of one measurement: each variant in turn, a lead-in then SAMPLES
+        timed calls."""
+        run = [False] + [True] * SAMPLES
+        return [(v, timed) for v in range(len(self.names)) for timed in run]
+
     def _pick(self, allowed: Sequence[int] | None, pop: bool) -> tuple[int, bool]:
-        for position, variant in enumerate(self._queue):
+        for position, (variant, timed) in enumerate(self._queue):
             if allowed is None or variant in allowed:
                 if pop:
                     del self._queue[position]
-                return variant, self._warm[variant]
+                return variant, timed
         if allowed is None or self.best in allowed:
             return self.best, False
         return min(allowed, key=self._median), False
@@ -118,7 +129,6 @@ class Choice:
         """The seconds a call of ``variant`` took (``timed`` as :meth:`next` said)."""
         with self._lock:
             if not timed:
-                self._warm[variant] = True
                 return
             self._samples[variant].append(seconds)
             del self._samples[variant][:-SAMPLES]
@@ -141,13 +151,14 @@ class Choice:
 
     def _calls_before_recheck(self) -> int:
         """Calls of the choice before the next re-check: at least ``_fewest_calls``,
-        and enough that the re-check's extra time (SAMPLES calls of each other variant,
-        less the choice's time, by the last medians) is at most RECHECK_SHARE of theirs."""
+        and enough that the re-check's extra time (RUN calls of each other variant,
+        less the choice's time, by the last medians) is at most RECHECK_SHARE of
+        theirs."""
         best = self._median(self.best)
         if not 0 < best < float("inf"):
             return self._fewest_calls
         others = [self._median(v) for v in range(len(self.names)) if v != self.best]
-        extra = SAMPLES * sum(m - best for m in others if best < m < float("inf"))
+        extra = RUN * sum(m - best for m in others if best < m < float("inf"))
         return max(self._fewest_calls, math.ceil(extra / (RECHECK_SHARE * best) - 1e-9))
 
     def describe(self) -> str:

@@ -1,6 +1,6 @@
 """The memory under a strided NumPy array as one flat array, for the compiled kernels
-(cpu_fallback.tiles, sum_kernel, pairwise_kernel): they take a buffer and offsets into
-it, and check every offset against the buffer's length."""
+(cpu_fallback.tiles, sum_kernel, pairwise_kernel, small_k): they take a buffer and
+offsets into it, and check every offset against the buffer's length."""
 
 from __future__ import annotations
 
@@ -29,3 +29,10 @@ def flat(array: np.ndarray, typestr: str, base: int, span: int, *, writeable: bo
     from its lowest address, ``base`` such elements before its element 0."""
     address = array.__array_interface__["data"][0] - base * np.dtype(typestr).itemsize
     return np.asarray(_Memory(array, address, span, typestr, writeable))
+
+
+def memory_extent(extents: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int]:
+    """(elements from the lowest address to element 0, elements spanned)."""
+    low = sum((e - 1) * s for e, s in zip(extents, strides) if s < 0)
+    high = sum((e - 1) * s for e, s in zip(extents, strides) if s > 0)
+    return -low, high - low + 1

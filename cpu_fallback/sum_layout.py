@@ -21,6 +21,8 @@ import numpy as np
 
 from gpu_tc.problem import ReductionProblem, TensorSpec
 
+from .raw_memory import memory_extent
+
 # NumPy's pairwise block: stretches of at most this many elements are summed in eight
 # running sums, longer ones halved.
 BLOCK = 128
@@ -192,13 +194,6 @@ def leaf_program(piece_lengths: np.ndarray) -> LeafProgram:
     entries = np.cumsum([0] + [len(lengths) for lengths, _ in programs]).astype(np.int64)
     return LeafProgram(offsets, np.concatenate([lengths for lengths, _ in programs]),
                        np.concatenate([adds for _, adds in programs]), entries)
-
-
-def memory_extent(extents: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int]:
-    """(elements from the lowest address to element 0, elements spanned)."""
-    low = sum((e - 1) * s for e, s in zip(extents, strides) if s < 0)
-    high = sum((e - 1) * s for e, s in zip(extents, strides) if s > 0)
-    return -low, high - low + 1
 
 
 def offset_table(axes: list[tuple[int, int]], base: int) -> np.ndarray:

@@ -16,6 +16,7 @@ from cpu_fallback.measure import (
     RECHECK_FIRST,
     RECHECK_GROWTH,
     RECHECK_SHARE,
+    RUN,
     SAMPLES,
     Choice,
     MeasuredPlan,
@@ -25,7 +26,9 @@ from gpu_tc.backend import Scalars
 from gpu_tc.gemm import lower, policies
 
 # The hand-computed waits below assume these.
-assert (SAMPLES, RECHECK_SHARE, RECHECK_FIRST, RECHECK_GROWTH) == (3, 0.05, 16, 8)
+assert (SAMPLES, RUN, RECHECK_SHARE, RECHECK_FIRST, RECHECK_GROWTH) == (3, 4, 0.05, 16, 8)
+# Calls of one measurement of two variants: each a lead-in, then timed SAMPLES times.
+TWO = 2 * RUN
 
 
 def _drive(choice: Choice, seconds, calls: int, log: list[int] | None = None) -> None:
@@ -37,20 +40,25 @@ def _drive(choice: Choice, seconds, calls: int, log: list[int] | None = None) ->
         choice.record(variant, seconds(variant, number), timed)
 
 
-def test_each_variant_is_warmed_up_then_timed_samples_times_in_rotation():
-    choice, log = Choice(["a", "b", "c"]), []
-    _drive(choice, lambda v, n: [3.0, 1.0, 2.0][v], 3 * (1 + SAMPLES) + 2, log)
-    assert log[: 3 * (1 + SAMPLES)] == [0, 1, 2] * (1 + SAMPLES)
-    assert log[3 * (1 + SAMPLES):] == [1, 1] and choice.best == 1 and choice.settled
+def test_each_variant_in_turn_is_led_in_then_timed_samples_times():
+    choice, log, timed = Choice(["a", "b", "c"]), [], []
+    for _ in range(3 * RUN + 2):
+        variant, is_timed = choice.next()
+        log.append(variant)
+        timed.append(is_timed)
+        choice.record(variant, [3.0, 1.0, 2.0][variant], is_timed)
+    assert log[: 3 * RUN] == [0] * RUN + [1] * RUN + [2] * RUN
+    assert timed[: 3 * RUN] == ([False] + [True] * SAMPLES) * 3
+    assert log[3 * RUN:] == [1, 1] and choice.best == 1 and choice.settled
     assert "measured: b kept (a 3e+03 ms, b 1e+03 ms, c 2e+03 ms" in choice.describe()
 
 
 def test_the_default_stays_unless_another_is_faster_by_the_margin():
     near = Choice(["rule", "other"])
-    _drive(near, lambda v, n: [1.0, 1.0 - MARGIN / 2][v], 2 * (1 + SAMPLES))
+    _drive(near, lambda v, n: [1.0, 1.0 - MARGIN / 2][v], TWO)
     assert near.best == 0
     far = Choice(["rule", "other"])
-    _drive(far, lambda v, n: [1.0, 1.0 - 2 * MARGIN][v], 2 * (1 + SAMPLES))
+    _drive(far, lambda v, n: [1.0, 1.0 - 2 * MARGIN][v], TWO)
     assert far.best == 1
 
 
@@ -58,52 +66,54 @@ def test_one_disturbed_call_cannot_pin_the_slow_variant():
     """The median of SAMPLES ignores one outlier; a choice made under a long
     disturbance is undone at the next re-check."""
     choice = Choice(["fast", "slow"])
-    disturbed_call = 2  # the first timed call of "fast" takes 10x as long
+    disturbed_call = 1  # the first timed call of "fast" takes 10x as long
 
     def seconds(variant: int, number: int) -> float:
         return 10.0 if (variant, number) == (0, disturbed_call) else [1.0, 2.0][variant]
 
-    _drive(choice, seconds, 2 * (1 + SAMPLES))
+    _drive(choice, seconds, TWO)
     assert choice.best == 0
     disturbed = Choice(["fast", "slow"])
-    during = 2 * (1 + SAMPLES)
+    during = TWO
     _drive(disturbed, lambda v, n: [5.0, 2.0][v] if n < during else [1.0, 2.0][v], during)
     assert disturbed.best == 1  # the load made "fast" look slow
-    # Re-checking costs 3 calls of "fast" at 5 s less 2 s each: 9 s, 5% of 90 calls of 2 s.
-    _drive(disturbed, lambda v, n: [1.0, 2.0][v], 90)
+    # Re-checking costs 4 calls of "fast" (a lead-in, 3 timed) at 5 s less 2 s each: 12 s,
+    # 5% of 120 calls of 2 s.
+    _drive(disturbed, lambda v, n: [1.0, 2.0][v], 120)
     assert disturbed.best == 1
-    _drive(disturbed, lambda v, n: [1.0, 2.0][v], 2 * SAMPLES)
+    _drive(disturbed, lambda v, n: [1.0, 2.0][v], TWO)
     assert disturbed.best == 0  # the first re-check saw the truth
 
 
 def test_rechecks_time_every_variant_afresh_at_growing_intervals():
     choice, log = Choice(["a", "b"]), []
-    _drive(choice, lambda v, n: [1.0, 2.0][v], 2 * (1 + SAMPLES))
-    # The first re-check costs 3 x (2 s - 1 s), 5% of 60 calls of 1 s: after 60 calls,
+    _drive(choice, lambda v, n: [1.0, 2.0][v], TWO)
+    # The first re-check costs 4 x (2 s - 1 s), 5% of 80 calls of 1 s: after 80 calls,
     # not 16; the second costs as much, after the 16 x 8 calls that come first.
-    assert "re-checked after 60 calls" in choice.describe()
-    first = 60  # the call that starts the first re-check
-    second = first + 2 * SAMPLES + RECHECK_FIRST * RECHECK_GROWTH
-    _drive(choice, lambda v, n: [1.0, 2.0][v], second + 2 * SAMPLES + 3, log)
+    assert "re-checked after 80 calls" in choice.describe()
+    first = 80  # the call that starts the first re-check
+    second = first + TWO + RECHECK_FIRST * RECHECK_GROWTH
+    _drive(choice, lambda v, n: [1.0, 2.0][v], second + TWO + 3, log)
     slow = [i for i, v in enumerate(log) if v == 1]
-    assert slow == [first + 1 + 2 * i for i in range(SAMPLES)] + [
-        second + 1 + 2 * i for i in range(SAMPLES)]
+    runs = [RUN + j for j in range(RUN)]  # after the run of "a"
+    assert slow == [first + r for r in runs] + [second + r for r in runs]
     assert choice.best == 0 and choice.settled
 
 
 @pytest.mark.parametrize("seconds, wait", [
-    ([1.0, 1.05], RECHECK_FIRST),  # 3 x 0.05 s: 5% of 3 calls; the least wait rules
-    ([1.0, 5.0], 240),  # 3 x 4 s: 5% of 240 calls
-    ([2.0, 1.0, 1.5], 90),  # 3 x (1 s + 0.5 s): 5% of 90 calls of 1 s
+    ([1.0, 1.05], RECHECK_FIRST),  # 4 x 0.05 s: 5% of 4 calls; the least wait rules
+    ([1.0, 5.0], 320),  # 4 x 4 s: 5% of 320 calls
+    ([2.0, 1.0, 1.5], 120),  # 4 x (1 s + 0.5 s): 5% of 120 calls of 1 s
 ])
 def test_a_recheck_waits_until_it_costs_a_small_share_of_the_calls(seconds, wait):
     choice, log = Choice([f"v{i}" for i in range(len(seconds))]), []
     count = len(seconds)
-    _drive(choice, lambda v, n: seconds[v], count * (1 + SAMPLES))
-    best = seconds.index(min(seconds))
-    _drive(choice, lambda v, n: seconds[v], wait + count, log)
-    assert log[:wait] == [best] * wait and log[wait:] == list(range(count))
+    _drive(choice, lambda v, n: seconds[v], count * RUN)
     assert f"re-checked after {wait} calls" in choice.describe()
+    best = seconds.index(min(seconds))
+    _drive(choice, lambda v, n: seconds[v], wait + RUN * count, log)
+    assert log[:wait] == [best] * wait
+    assert log[wait:] == [v for v in range(count) for _ in range(RUN)]
 
 
 def test_allowed_restricts_the_variants_run():
@@ -150,12 +160,12 @@ def test_measured_plan_reports_the_chosen_route_and_the_timings(monkeypatch):
     slow, fast = _Plan("blas:packed", 0.004, clock), _Plan("blas:batched", 0.001, clock)
     plan = MeasuredPlan([slow, fast])
     assert plan.route == "blas:packed" and "measuring 2 variants" in plan.reason
-    for _ in range(2 * (1 + SAMPLES) + 5):
+    for _ in range(TWO + 5):
         plan.execute((), None, Scalars(), None)
     assert plan.route == "blas:batched"
     assert plan.reason.startswith("blas:batched because; measured: blas:batched kept")
     assert "blas:packed 4 ms, blas:batched 1 ms" in plan.reason
-    assert fast.calls == 1 + SAMPLES + 5 and slow.calls == 1 + SAMPLES
+    assert fast.calls == RUN + 5 and slow.calls == RUN
 
 
 HALF_TCCG_3 = ("aebd,ce->dcba", {"a": 36, "b": 36, "c": 12, "d": 36, "e": 36})
@@ -163,16 +173,18 @@ HALF_TCCG_3 = ("aebd,ce->dcba", {"a": 36, "b": 36, "c": 12, "d": 36, "e": 36})
 
 def test_competing_lowerings_are_measured_and_every_result_is_right(rng):
     """TCCG case 3 at half extents: packing A and looping over 'a' compete (the rule
-    packs, below its loop threshold); both run while measured, each result exact."""
+    packs, below its loop threshold), and the packed GEMM by BLAS or by the small-K
+    kernel (K = 36); all run while measured, each result exact."""
     subscripts, sizes = HALF_TCCG_3
     terms = subscripts.split("->")[0].split(",")
     a, b = (rng.standard_normal([sizes[x] for x in t]) for t in terms)
     expected = reference.einsum(subscripts, a, b)
     plan = gpu_tc.prepare(subscripts, a, b)
-    for _ in range(4 * (1 + SAMPLES) + 2):  # two orientations x two lowerings
+    for _ in range(6 * RUN + 2):  # two orientations x three variants
         np.testing.assert_allclose(plan.execute(a, b), expected, rtol=1e-12, atol=1e-12)
     assert "GEMM orientation and lowering measured:" in plan.reason
-    assert "preferred blas:packed" in plan.reason and "preferred blas:batched" in plan.reason
+    for variant in ("blas:packed", "blas:batched", "small-k:packed"):
+        assert f"preferred {variant}" in plan.reason and f"flipped {variant}" in plan.reason
     problem = plan._plan.program.final
     assert [lower(problem, p).route for p in policies(problem)] == ["packed", "batched"]
 

@@ -7,7 +7,7 @@ import pytest
 
 import gpu_tc
 from cpu_fallback import measure
-from cpu_fallback.measure import MIN_FLOPS, SAMPLES
+from cpu_fallback.measure import MIN_FLOPS, RUN
 from cpu_fallback.orientation import OrientationTrial, contraction_flops
 from gpu_tc import reference
 from gpu_tc.backend import Scalars
@@ -15,8 +15,8 @@ from gpu_tc.problem import ContractionProblem, array_layout, contiguous_spec
 from gpu_tc.program import natural_outputs
 
 LARGE = "ik,kj->ij"  # 512^3 x 2 flops: above MIN_FLOPS
-# Each orientation is warmed up once, then both are timed SAMPLES times, alternating.
-MEASURED = 2 + 2 * SAMPLES
+# Each orientation in turn: a lead-in call, then SAMPLES timed ones.
+MEASURED = 2 * RUN
 N = 512
 
 
@@ -67,7 +67,7 @@ def test_trial_alternates_then_keeps_the_faster(monkeypatch, faster):
     for _ in range(MEASURED + 3):
         d = np.empty((3, 5)) if trial.output is outputs[0] else np.empty((5, 3)).T
         trial.execute((None, None), d, Scalars(), None)
-    assert log[:MEASURED] == [0, 1] * (1 + SAMPLES)  # untimed warm-ups first
+    assert log[:MEASURED] == [0] * RUN + [1] * RUN  # each run led in by an untimed call
     assert log[MEASURED:] == [faster] * 3
     assert trial.choice.settled and trial.plan is plans[faster]
     assert trial.flipped == (faster == 1)
@@ -96,7 +96,7 @@ def test_large_einsum_alternates_layouts_and_every_result_is_right(rng):
         result = gpu_tc.einsum(LARGE, a, b)
         np.testing.assert_allclose(result, expected, rtol=1e-10, atol=1e-10)
         layouts.append(result.flags.c_contiguous)
-    assert layouts[:MEASURED] == [True, False] * (1 + SAMPLES)
+    assert layouts[:MEASURED] == [True] * RUN + [False] * RUN
     assert len(set(layouts[MEASURED:])) == 1  # settled
     plan = gpu_tc.prepare(LARGE, a, b)
     assert "GEMM orientation and lowering measuring 2 variants" in plan.reason

@@ -11,6 +11,7 @@ from numpy.lib.stride_tricks import as_strided
 
 import gpu_tc
 from cpu_fallback import reduction
+from cpu_fallback.measure import RUN
 from cpu_fallback.reduction import CpuReductionPlan
 from cpu_fallback.strided_sum import MIN_ELEMENTS, kernel_plans, strided_sum_plans
 from cpu_fallback.sum_layout import sum_layout
@@ -143,7 +144,7 @@ def test_einsum_measures_the_six_routes_and_every_result_is_right(rng):
     a = rng.standard_normal((64, 64, 64, 64))
     expected = np.einsum("ijkj->ik", a)
     plan = gpu_tc.prepare("ijkj->ik", a)
-    for _ in range(24):  # each route warmed up once, then timed three times
+    for _ in range(6 * RUN):  # each route led in, then timed three times
         np.testing.assert_allclose(plan.execute(a), expected, rtol=1e-12, atol=1e-10)
     assert "measured:" in plan.reason
     for route in ("reduce ", "reduce:einsum ", "reduce:loops ", "reduce:threaded-loops ",

@@ -1,0 +1,81 @@
+"""The GEMM of a small inner extent (cpu_fallback._small_k, built from small_k.c):
+``D = alpha * A @ B`` with K <= MAX_K, each tile of D written once from registers.
+
+A plan offers it beside the BLAS GEMM of the same lowering (cpu_fallback.contraction)
+and the faster is kept by measurement; imported through cpu_fallback.kernels by the
+first such plan. Importing it loads OpenMP's library (cpu_fallback.openmp).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import openmp
+
+with openmp.spin_environment():
+    import cpu_fallback._small_k as _small_k
+
+from .raw_memory import flat, memory_extent
+
+# The largest inner extent the kernel takes (small_k.c's SMALL_K_MAX): beyond a few
+# dozen terms per element of D a GEMM is bound by arithmetic, where BLAS's kernels win.
+MAX_K = 64
+_TYPES = {np.dtype(np.float32): "f4", np.dtype(np.float64): "f8"}
+
+
+def serves(dtype: Any, k: int) -> bool:
+    """Whether the kernel computes products of ``dtype`` over an inner extent ``k``."""
+    return np.dtype(dtype) in _TYPES and 1 <= k <= MAX_K
+
+
+def isa() -> str:
+    """The build of the kernel's loops this CPU runs ('avx512f', 'avx2', 'baseline')."""
+    return str(_small_k.isa())
+
+
+def gemm(a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha: complex) -> bool:
+    """``d = alpha * a @ b`` for 2-D arrays of one dtype the kernel serves.
+
+    Returns:
+        False (nothing written) where ``d`` has no unit stride, the dtypes differ or are
+        not served, or ``alpha`` is complex; True when ``d`` holds the product. Shares
+        the work among OpenMP's threads (one launch at a time; on the calling thread in
+        a forked child) and releases the GIL while it runs.
+    """
+    name = _TYPES.get(d.dtype)
+    if name is None or not a.dtype == b.dtype == d.dtype or np.imag(alpha) != 0:
+        return False
+    if not serves(d.dtype, a.shape[1]):
+        return False
+    if d.shape[1] > 1 and d.strides[1] != d.itemsize:
+        if d.shape[0] > 1 and d.strides[0] != d.itemsize:
+            return False
+        a, b, d = b.T, a.T, d.T  # D^T = B^T A^T: D's columns then have the unit stride
+    if d.size == 0:
+        return True
+    (a_row, a_col), (b_row, b_col), (d_row, _) = _elements(a), _elements(b), _elements(d)
+    scale = float(np.real(alpha))
+    threads = 0 if openmp.forked() else int(_small_k.max_threads())
+    with openmp.LOCK:
+        _small_k.gemm(_memory(a), _memory(b), _memory(d, writeable=True), name,
+                      d.shape[0], d.shape[1], a.shape[1], _base(a), a_row, a_col,
+                      _base(b), b_row, b_col, _base(d), d_row, scale, threads)
+    return True
+
+
+def _base(x: np.ndarray) -> int:
+    """Elements from the lowest address of a 2-D array to its element 0."""
+    return memory_extent(x.shape, _elements(x))[0]
+
+
+def _elements(x: np.ndarray) -> tuple[int, int]:
+    """The strides of a 2-D array in elements."""
+    return x.strides[0] // x.itemsize, x.strides[1] // x.itemsize
+
+
+def _memory(x: np.ndarray, writeable: bool = False) -> np.ndarray:
+    """The memory under ``x`` as a flat array of its dtype, from its lowest address."""
+    base, span = memory_extent(x.shape, _elements(x))
+    return flat(x, x.dtype.str, base, span, writeable=writeable)
