@@ -37,6 +37,7 @@ import gpu_tc
 from gpu_tc import Options
 from gpu_tc.bench import environment, memory
 from gpu_tc.bench.cli_args import parse_case_ids
+from gpu_tc.bench.memory_probe import WARM_CALLS
 from gpu_tc.bench.suites import cases
 
 MIB = 1 << 20
@@ -60,8 +61,9 @@ def memory_rows(selected, peers: list[str]) -> list[dict]:
             row[name] = found.peak_extra_bytes
             if found.reason:
                 row[name + "_reason"] = found.reason
-        # The same after four calls in the probe (each measured variant runs once):
-        # without gpu_tc's one-time costs (modules, BLAS buffers), its pool emptied.
+        # The same after WARM_CALLS calls in the probe (a measured plan has timed every
+        # variant): without gpu_tc's one-time costs (modules, BLAS buffers), its pool
+        # emptied, the variant kept probed.
         row["gpu_tc_warm"] = memory.measure(case, "gpu_tc", "cpu", warm=True).peak_extra_bytes
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -107,9 +109,9 @@ def memory_markdown(doc: dict) -> str:
         f"# Peak extra memory, TCCG {doc['dtype']} at full extents (CPU)", "",
         "Each implementation alone in a fresh process: resident peak (VmHWM) above the "
         "process once the inputs exist, less the result's bytes, over a cold then a warm "
-        "call (`gpu_tc/bench/memory_probe.py`). `gpu_tc warm`: the same probe after four "
-        "gpu_tc calls before the baseline, its host pool emptied (a process's one-time "
-        "costs left out).", "",
+        "call (`gpu_tc/bench/memory_probe.py`). `gpu_tc warm`: the same probe after "
+        f"{WARM_CALLS} gpu_tc calls before the baseline (a measured plan has timed its "
+        "variants), its host pool emptied (a process's one-time costs left out).", "",
         f"Host: {doc['host']}. Command: `{doc['command']}` (commit {doc['commit']}).", "",
         "| " + " | ".join(["case", "expression", "inputs + result MiB", "gpu_tc MiB", "x",
                            "gpu_tc warm MiB", "x", *(f"{p} MiB" for p in peers)]) + " |",

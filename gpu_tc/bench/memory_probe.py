@@ -24,9 +24,11 @@ from .runner import device
 from .suites import Case
 
 STATUS = "/proc/self/status"
-# Calls before the baseline of a warm probe: enough for each variant of a measured plan
-# (two GEMM orientations x two lowerings) to run once, loading what it loads.
-WARM_CALLS = 4
+# Calls before the baseline of a warm probe: enough for a measured plan of gpu_tc's CPU
+# backend to time all its variants (up to two GEMM orientations x three variants, each
+# a lead-in then three timed calls: cpu_fallback.measure), so that each has run, loading
+# what it loads, and the probed calls run the variant kept.
+WARM_CALLS = 24
 
 
 def status(fields: tuple[str, ...] = ("VmRSS", "VmHWM")) -> dict[str, int]:
