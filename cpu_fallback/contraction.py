@@ -53,7 +53,7 @@ class CpuContractionPlan(PlanDefaults):
         # The small-K kernel (cpu_fallback.small_k) computes the product instead of BLAS.
         self._small_k = None
         if small_k and isinstance(self.lowering, GemmLowering):
-            self._small_k = kernels.load("small_k", "small-K products run on BLAS")
+            self._small_k = _small_k_module()
             self.reason += f"; the GEMM by the small-K kernel (K = {self.lowering.a.shape[-1]})"
         # A new result by numpy.matmul alone, where it writes D's layout (not the kernel's).
         self.fresh = None if self._small_k else _fresh_call(self.lowering, problem)
@@ -114,7 +114,7 @@ class CpuContractionPlan(PlanDefaults):
         if not (isinstance(low, GemmLowering) and len(low.a.shape) == 2 and not low.d.pack
                 and self._tiled[False] is None and kernels.built("_small_k")):
             return False
-        module = kernels.load("small_k", "small-K products run on BLAS")
+        module = _small_k_module()
         return module is not None and module.serves(self.problem.d.dtype, low.a.shape[-1])
 
     def pack(self, x: Any, operand: str) -> Any:
@@ -211,6 +211,11 @@ class TiledRun:
             if axis is not None:
                 index[axis] = slice(lo, hi)
         return x[tuple(index)] if x.ndim else x
+
+
+def _small_k_module() -> Any:
+    """cpu_fallback.small_k, or None (with a warning, once) where it does not import."""
+    return kernels.load("small_k", "small-K products run on BLAS")
 
 
 def _buffer(spec: MatrixOperand, dtype: Any) -> tuple[Any, Any]:

@@ -40,7 +40,8 @@ typedef struct {
 
 /* How the product is cut: panels of nc columns of B (a multiple of the tile's cb, at
  * most PANEL_BYTES packed), chunks of rc rows of D (a multiple of the tile's rb, two per
- * thread, at least MIN_CHUNK_ROWS: each piece packs its panel), and the pieces (panel, chunk) the threads share. */
+ * thread, at least MIN_CHUNK_ROWS: each piece packs its panel), and the pieces (panel,
+ * chunk) the threads share. */
 typedef struct {
     int64_t nc, rc, chunks, pieces;
 } Split;

@@ -56,18 +56,13 @@ def gemm(a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha: complex) -> bool:
     if d.size == 0:
         return True
     (a_row, a_col), (b_row, b_col), (d_row, _) = _elements(a), _elements(b), _elements(d)
+    (a_mem, a0), (b_mem, b0), (d_mem, d0) = _memory(a), _memory(b), _memory(d, writeable=True)
     scale = float(np.real(alpha))
     threads = 0 if openmp.forked() else int(_small_k.max_threads())
     with openmp.LOCK:
-        _small_k.gemm(_memory(a), _memory(b), _memory(d, writeable=True), name,
-                      d.shape[0], d.shape[1], a.shape[1], _base(a), a_row, a_col,
-                      _base(b), b_row, b_col, _base(d), d_row, scale, threads)
+        _small_k.gemm(a_mem, b_mem, d_mem, name, d.shape[0], d.shape[1], a.shape[1],
+                      a0, a_row, a_col, b0, b_row, b_col, d0, d_row, scale, threads)
     return True
-
-
-def _base(x: np.ndarray) -> int:
-    """Elements from the lowest address of a 2-D array to its element 0."""
-    return memory_extent(x.shape, _elements(x))[0]
 
 
 def _elements(x: np.ndarray) -> tuple[int, int]:
@@ -75,7 +70,8 @@ def _elements(x: np.ndarray) -> tuple[int, int]:
     return x.strides[0] // x.itemsize, x.strides[1] // x.itemsize
 
 
-def _memory(x: np.ndarray, writeable: bool = False) -> np.ndarray:
-    """The memory under ``x`` as a flat array of its dtype, from its lowest address."""
+def _memory(x: np.ndarray, writeable: bool = False) -> tuple[np.ndarray, int]:
+    """The memory under ``x`` as a flat array of its dtype from its lowest address, and
+    the offset of its element 0 in it."""
     base, span = memory_extent(x.shape, _elements(x))
-    return flat(x, x.dtype.str, base, span, writeable=writeable)
+    return flat(x, x.dtype.str, base, span, writeable=writeable), base
