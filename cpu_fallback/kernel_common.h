@@ -1,7 +1,8 @@
-/* What the compiled kernels (tile_copy.c, sums.c) share: their multiversioning, the
- * reading of int64 tables from buffers, the reach of offsets (to check them against the
- * buffers before any access), and OpenMP's thread count. Each extension includes it;
- * every function is static, so each keeps its own copy. */
+/* What the compiled kernels (tile_copy.c, sums.c, small_k.c) share: their
+ * multiversioning, the reading of int64 tables from buffers, the reach of offsets (to
+ * check them against the buffers before any access), OpenMP's thread count, and where
+ * a parallel region's workers run. Each extension includes it; every function is
+ * static, so each keeps its own copy. */
 #ifndef GPU_TC_KERNEL_COMMON_H
 #define GPU_TC_KERNEL_COMMON_H
 
@@ -12,6 +13,11 @@
 
 #ifdef _OPENMP
 #include <omp.h>
+#endif
+
+#ifdef __linux__
+#include <sched.h>
+#include <unistd.h>
 #endif
 
 /* The kernels are compiled for AVX-512 and AVX2 as well as the baseline, the best one
@@ -67,5 +73,49 @@ static PyObject *max_threads(PyObject *self, PyObject *unused)
     return PyLong_FromLong(1);
 #endif
 }
+
+/* Keeping a team's worker off the CPU of the thread that starts the region.
+ *
+ * When another thread keeps a CPU busy (OpenBLAS's idle workers spin, yielding, for
+ * about 0.1 s after each threaded BLAS call), Linux wakes an OpenMP worker onto the CPU
+ * of the thread that woke it: both then share one CPU while libgomp's waits spin on it
+ * (a 768 x 12 x 768 small-K GEMM on 2 cores: 0.7-1.0 ms a call, 0.21 ms apart). A
+ * worker that finds itself on the starting thread's CPU therefore narrows its own
+ * affinity to the CPUs the process's main thread may use, less that one; the starting
+ * thread is never narrowed, and nothing changes where the user binds OpenMP's threads
+ * (OMP_PROC_BIND). Costs a sched_getcpu per thread per region, two system calls when a
+ * worker moves. */
+#if defined(__linux__) && defined(_OPENMP)
+/* The CPU the calling thread runs on (-1 where it is not known). */
+static inline int current_cpu(void)
+{
+    return sched_getcpu();
+}
+
+/* Called by every thread at the start of a parallel region with the starting thread's
+ * CPU: a worker running on that CPU moves off it. */
+static inline void leave_cpu(int cpu)
+{
+    if (cpu < 0 || omp_get_thread_num() == 0 || sched_getcpu() != cpu ||
+        omp_get_proc_bind() != omp_proc_bind_false)
+        return;
+    cpu_set_t allowed;
+    if (sched_getaffinity(getpid(), sizeof allowed, &allowed) != 0)
+        return;
+    CPU_CLR(cpu, &allowed);
+    if (CPU_COUNT(&allowed) > 0)
+        sched_setaffinity(0, sizeof allowed, &allowed);
+}
+#else
+static inline int current_cpu(void)
+{
+    return -1;
+}
+
+static inline void leave_cpu(int cpu)
+{
+    (void)cpu;
+}
+#endif
 
 #endif

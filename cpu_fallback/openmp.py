@@ -1,8 +1,10 @@
-"""OpenMP's threads, shared by the compiled copy (cpu_fallback.tiles) and the compiled
-sums (cpu_fallback.sum_kernel, pairwise_kernel): both load the same libgomp, whose idle
-threads spin SPIN_COUNT times before they sleep, and both launch one at a time. A
-process forked from one that loaded this module copies on its calling thread only
-(:func:`forked`). Imports nothing compiled.
+"""OpenMP's threads, shared by the compiled copy (cpu_fallback.tiles), the compiled
+sums (cpu_fallback.sum_kernel, pairwise_kernel) and the small-K GEMM
+(cpu_fallback.small_k): all load the same libgomp, whose idle threads spin SPIN_COUNT
+times before they sleep, and all launch one at a time. A worker that starts a region on
+the launching thread's CPU moves to the process's other CPUs (kernel_common.h; not where
+the user sets OMP_PROC_BIND). A process forked from one that loaded this module copies
+on its calling thread only (:func:`forked`). Imports nothing compiled.
 """
 
 from __future__ import annotations

@@ -216,11 +216,18 @@ static PyObject *strided(PyObject *self, PyObject *args)
         fn(src.buf, dst.buf, &g, 0, g.n_kept);
     } else {
         const int64_t parts = g.n_kept < threads ? g.n_kept : threads;
+        const int caller = current_cpu();
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel num_threads(threads)
 #endif
-        for (int64_t p = 0; p < parts; p++)
-            fn(src.buf, dst.buf, &g, p * g.n_kept / parts, (p + 1) * g.n_kept / parts);
+        {
+            leave_cpu(caller);
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+            for (int64_t p = 0; p < parts; p++)
+                fn(src.buf, dst.buf, &g, p * g.n_kept / parts, (p + 1) * g.n_kept / parts);
+        }
     }
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
@@ -313,10 +320,15 @@ typedef struct {
         if (threads == 0 || chunks < 2) {                                                  \
             failed = pieces_##T(src, dst, p, partial, 0, tasks);                           \
         } else {                                                                           \
-            _Pragma("omp parallel for num_threads(threads) schedule(static) reduction(|:failed)") \
-            for (int64_t c = 0; c < chunks; c++)                                           \
-                failed |= pieces_##T(src, dst, p, partial, c * tasks / chunks,             \
-                                     (c + 1) * tasks / chunks);                            \
+            const int caller = current_cpu();                                              \
+            _Pragma("omp parallel num_threads(threads) reduction(|:failed)")               \
+            {                                                                              \
+                leave_cpu(caller);                                                         \
+                _Pragma("omp for schedule(static)")                                        \
+                for (int64_t c = 0; c < chunks; c++)                                       \
+                    failed |= pieces_##T(src, dst, p, partial, c * tasks / chunks,         \
+                                         (c + 1) * tasks / chunks);                        \
+            }                                                                              \
         }                                                                                  \
         if (!failed && p->pieces > 1)                                                      \
             combine_##T(dst, p, partial);                                                  \

@@ -241,11 +241,19 @@ static PyObject *copy(PyObject *self, PyObject *args)
         failed = copy_range(src.buf, dst.buf, word, &g, 0, jobs);
     } else {
         int64_t n = chunks < jobs ? chunks : jobs;
+        const int caller = current_cpu();
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(| : failed)
+#pragma omp parallel num_threads(threads) reduction(| : failed)
 #endif
-        for (int64_t c = 0; c < n; c++)
-            failed |= copy_range(src.buf, dst.buf, word, &g, c * jobs / n, (c + 1) * jobs / n);
+        {
+            leave_cpu(caller);
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+            for (int64_t c = 0; c < n; c++)
+                failed |= copy_range(src.buf, dst.buf, word, &g, c * jobs / n,
+                                     (c + 1) * jobs / n);
+        }
     }
     Py_END_ALLOW_THREADS
     if (failed)
