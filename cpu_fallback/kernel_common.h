@@ -74,30 +74,36 @@ static PyObject *max_threads(PyObject *self, PyObject *unused)
 #endif
 }
 
-/* Keeping a team's worker off the CPU of the thread that starts the region.
+/* Keeping a team's workers off the CPU of the thread that launches the region.
  *
  * When another thread keeps a CPU busy (OpenBLAS's idle workers spin, yielding, for
  * about 0.1 s after each threaded BLAS call), Linux wakes an OpenMP worker onto the CPU
  * of the thread that woke it: both then share one CPU while libgomp's waits spin on it
- * (a 768 x 12 x 768 small-K GEMM on 2 cores: 0.7-1.0 ms a call, 0.21 ms apart). A
- * worker that finds itself on the starting thread's CPU therefore narrows its own
- * affinity to the CPUs the process's main thread may use, less that one; the starting
- * thread is never narrowed, and nothing changes where the user binds OpenMP's threads
- * (OMP_PROC_BIND). Costs a sched_getcpu per thread per region, two system calls when a
+ * (a 768 x 12 x 768 small-K GEMM on 2 cores: 0.86-0.88 ms a call, 0.20-0.22 ms apart,
+ * medians). A worker that finds itself on the launcher's CPU therefore narrows its own
+ * affinity to the CPUs the main thread may use (what taskset or the main thread's own
+ * setting allows), less that one, and keeps it until it next lands on its launcher's
+ * CPU. The launcher is never narrowed. Nothing moves where OpenMP binds its threads
+ * itself (OMP_PROC_BIND, OMP_PLACES, GOMP_CPU_AFFINITY). A launcher pinned apart from
+ * the main thread has its workers' moves bounded by the main thread's CPUs, not its own.
+ * The workers are libgomp's, shared with any library of the process that loads the same
+ * libgomp.so.1 (torch's wheels do): its regions find them where these left them (torch's
+ * own times beside these kernels held or improved, benchmarks/results/xeon-avx512/
+ * worker-placement). Costs a sched_getcpu per thread per region, two system calls when a
  * worker moves. */
 #if defined(__linux__) && defined(_OPENMP)
-/* The CPU the calling thread runs on (-1 where it is not known). */
-static inline int current_cpu(void)
+/* The CPU that the workers of the region the caller is about to launch should leave:
+ * the caller's; -1 where it is not known or OpenMP binds the region's threads. */
+static inline int launcher_cpu(void)
 {
-    return sched_getcpu();
+    return omp_get_proc_bind() == omp_proc_bind_false ? sched_getcpu() : -1;
 }
 
-/* Called by every thread at the start of a parallel region with the starting thread's
- * CPU: a worker running on that CPU moves off it. */
+/* Called by every thread of a region at its start with launcher_cpu()'s value: a worker
+ * running on that CPU moves off it. */
 static inline void leave_cpu(int cpu)
 {
-    if (cpu < 0 || omp_get_thread_num() == 0 || sched_getcpu() != cpu ||
-        omp_get_proc_bind() != omp_proc_bind_false)
+    if (cpu < 0 || omp_get_thread_num() == 0 || sched_getcpu() != cpu)
         return;
     cpu_set_t allowed;
     if (sched_getaffinity(getpid(), sizeof allowed, &allowed) != 0)
@@ -107,7 +113,7 @@ static inline void leave_cpu(int cpu)
         sched_setaffinity(0, sizeof allowed, &allowed);
 }
 #else
-static inline int current_cpu(void)
+static inline int launcher_cpu(void)
 {
     return -1;
 }

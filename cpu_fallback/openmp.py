@@ -2,9 +2,10 @@
 sums (cpu_fallback.sum_kernel, pairwise_kernel) and the small-K GEMM
 (cpu_fallback.small_k): all load the same libgomp, whose idle threads spin SPIN_COUNT
 times before they sleep, and all launch one at a time. A worker that starts a region on
-the launching thread's CPU moves to the process's other CPUs (kernel_common.h; not where
-the user sets OMP_PROC_BIND). A process forked from one that loaded this module copies
-on its calling thread only (:func:`forked`). Imports nothing compiled.
+the launching thread's CPU moves to the main thread's other CPUs (kernel_common.h; not
+where OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY bind the threads). A process forked
+from one that loaded this module copies on its calling thread only (:func:`forked`).
+Imports nothing compiled.
 """
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ static Split split(const Shape *s, int64_t cb, int64_t rb, int64_t size, int thr
             free(panel);                                                                   \
             return 0;                                                                      \
         }                                                                                  \
-        const int caller = current_cpu();                                                  \
+        const int caller = launcher_cpu();                                                 \
         _Pragma("omp parallel num_threads(threads) reduction(|:failed)")                   \
         {                                                                                  \
             leave_cpu(caller);                                                             \

@@ -216,7 +216,7 @@ static PyObject *strided(PyObject *self, PyObject *args)
         fn(src.buf, dst.buf, &g, 0, g.n_kept);
     } else {
         const int64_t parts = g.n_kept < threads ? g.n_kept : threads;
-        const int caller = current_cpu();
+        const int caller = launcher_cpu();
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads)
 #endif
@@ -320,7 +320,7 @@ typedef struct {
         if (threads == 0 || chunks < 2) {                                                  \
             failed = pieces_##T(src, dst, p, partial, 0, tasks);                           \
         } else {                                                                           \
-            const int caller = current_cpu();                                              \
+            const int caller = launcher_cpu();                                             \
             _Pragma("omp parallel num_threads(threads) reduction(|:failed)")               \
             {                                                                              \
                 leave_cpu(caller);                                                         \

@@ -241,7 +241,7 @@ static PyObject *copy(PyObject *self, PyObject *args)
         failed = copy_range(src.buf, dst.buf, word, &g, 0, jobs);
     } else {
         int64_t n = chunks < jobs ? chunks : jobs;
-        const int caller = current_cpu();
+        const int caller = launcher_cpu();
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads) reduction(| : failed)
 #endif
