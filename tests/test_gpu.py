@@ -23,7 +23,7 @@ from gpu_tc.errors import (
     ShapeError,
 )
 from gpu_tc.options import BinaryOp, Options, ReduceOp, UnaryOp
-from gpu_tc.problem import ContractionProblem, contiguous_spec
+from gpu_tc.problem import ContractionProblem, PermutationProblem, contiguous_spec
 
 pytestmark = pytest.mark.gpu
 
@@ -265,6 +265,27 @@ def test_gemm_like_routes_to_cublas_and_cutensor_on_request(cp, rng):
     plan = gpu_tc.prepare("bij,bjk->bik", da, db, options=Options(allow_cublas=False))
     assert plan.route == "cutensor" and "allow_cublas is False" in plan.reason
     check(cp.asnumpy(plan.execute(da, db)), a @ b, "float32")
+
+
+def test_unary_operators_cutensor_refuses_take_the_cupy_route(cp, rng):
+    """cuTENSOR takes IDENTITY and CONJ only on complex data and refuses CONJ on real
+    data (seen on an H200, cuTENSOR 2.8.0): complex SQRT runs on CuPy, real CONJ on
+    cuTENSOR as IDENTITY."""
+    gpu = backend_named("gpu")
+    a = host_data(rng, (3, 4, 5), "complex128")
+    specs = contiguous_spec("abc", (3, 4, 5), "D"), contiguous_spec("cab", (5, 3, 4), "D")
+    plan = gpu.permutation_plan(PermutationProblem(*specs, UnaryOp.SQRT), Options())
+    assert plan.route == "cupy" and "op_a=SQRT on complex128" in plan.reason
+    b = cp.empty((5, 3, 4), "complex128")
+    plan.execute((cp.asarray(a),), b, Scalars(alpha=2), None)
+    check(cp.asnumpy(b), reference.permute("abc->cab", a, 2, UnaryOp.SQRT), "complex128")
+    real = a.real.copy()
+    specs = contiguous_spec("abc", (3, 4, 5), "d"), contiguous_spec("cab", (5, 3, 4), "d")
+    plan = gpu.permutation_plan(PermutationProblem(*specs, UnaryOp.CONJ), Options())
+    assert plan.route == "cutensor"
+    b = cp.empty((5, 3, 4), "float64")
+    plan.execute((cp.asarray(real),), b, Scalars(alpha=2), None)
+    check(cp.asnumpy(b), 2 * real.transpose(2, 0, 1), "float64")
 
 
 def test_plan_cache_hit_and_miss(cp, rng):

@@ -2,10 +2,11 @@
 
 Imported only when CuPy arrays reach the core (so CuPy is already imported). Route
 choice per contraction: an empty result or sum; bool and integer data on CuPy's own
-kernels (:mod:`gpu_tc.cuda.integer`); then cuBLAS when the problem maps onto one GEMM
-without a copy (and ``Options.allow_cublas``, and libcublas loads), else cuTENSOR;
-every plan records its route and the reason. A library that does not
-load costs its routes only (:mod:`gpu_tc.cuda.libraries`).
+kernels (:mod:`gpu_tc.cuda.cupy_kernels`), as are complex operations with a unary
+operator cuTENSOR refuses (:mod:`gpu_tc.cuda.unary_rules`); then cuBLAS when the
+problem maps onto one GEMM without a copy (and ``Options.allow_cublas``, and
+libcublas loads), else cuTENSOR; every plan records its route and the reason. A
+library that does not load costs its routes only (:mod:`gpu_tc.cuda.libraries`).
 """
 
 from __future__ import annotations
@@ -29,16 +30,17 @@ from gpu_tc.problem import (
 )
 
 from . import libraries
+from .cupy_kernels import (
+    CupyContractionPlan,
+    CupyElementwisePlan,
+    CupyPermutationPlan,
+    CupyReductionPlan,
+    integral,
+)
 from .descriptors import extra_key
 from .empty import EmptyPlan, EmptySumContractionPlan, EmptySumReductionPlan
 from .gemm_route import cublas_gemm
-from .integer import (
-    IntegerContractionPlan,
-    IntegerElementwisePlan,
-    IntegerPermutationPlan,
-    IntegerReductionPlan,
-    integral,
-)
+from .unary_rules import refused_unary
 
 
 def _cutensor_plans() -> Any:
@@ -159,7 +161,7 @@ class GpuBackend:
         if 0 in extents:
             return EmptySumContractionPlan()
         if integral(problem.d.dtype):
-            return IntegerContractionPlan(problem)
+            return CupyContractionPlan(problem)
         device = cupy.cuda.runtime.getDevice()
         if not options.allow_cublas:
             why = "Options.allow_cublas is False"
@@ -177,31 +179,46 @@ class GpuBackend:
         return plans.CutensorContractionPlan(problem, options, device, why)
 
     def permutation_plan(self, problem: PermutationProblem, options: Options) -> Any:
-        """A cuTENSOR permutation (CuPy's copy for integers; nothing when B is empty)."""
+        """A cuTENSOR permutation (CuPy's copy for integers and for what cuTENSOR
+        refuses; nothing when B is empty)."""
         if 0 in problem.b.extents:
             return EmptyPlan("the result is empty")
         if integral(problem.b.dtype):
-            return IntegerPermutationPlan(problem)
+            return CupyPermutationPlan(problem)
+        refused = refused_unary({"op_a": problem.op_a}, problem.b.dtype)
+        if refused:
+            return CupyPermutationPlan(problem, refused)
         plans, _ = _cutensor_plans()
         return plans.CutensorPermutationPlan(problem, cupy.cuda.runtime.getDevice())
 
     def reduction_plan(self, problem: ReductionProblem, options: Options) -> Any:
-        """A cuTENSOR reduction on A's (possibly diagonal) view (CuPy's for integers)."""
+        """A cuTENSOR reduction on A's (possibly diagonal) view (CuPy's for integers and
+        for what cuTENSOR refuses)."""
         if 0 in problem.d.extents:
             return EmptyPlan("the result is empty")
         if 0 in problem.a.extents:
             return EmptySumReductionPlan(problem)
         if integral(problem.d.dtype):
-            return IntegerReductionPlan(problem)
+            return CupyReductionPlan(problem)
+        refused = refused_unary({"op_a": problem.op_a}, problem.d.dtype)
+        if refused:
+            return CupyReductionPlan(problem, refused)
         plans, _ = _cutensor_plans()
         return plans.CutensorReductionPlan(problem, options, cupy.cuda.runtime.getDevice())
 
     def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> Any:
-        """A cuTENSOR element-wise binary or trinary operation (CuPy's ufuncs for integers)."""
+        """A cuTENSOR element-wise binary or trinary operation (CuPy's ufuncs for
+        integers and for what cuTENSOR refuses)."""
         if 0 in problem.d.extents:
             return EmptyPlan("the result is empty")
         if integral(problem.d.dtype):
-            return IntegerElementwisePlan(problem)
+            return CupyElementwisePlan(problem)
+        unary = {"op_a": problem.op_a, "op_c": problem.op_c}
+        if problem.b is not None:
+            unary["op_b"] = problem.op_b
+        refused = refused_unary(unary, problem.d.dtype)
+        if refused:
+            return CupyElementwisePlan(problem, refused)
         _, elementwise = _cutensor_plans()
         return elementwise.CutensorElementwisePlan(problem, cupy.cuda.runtime.getDevice())
 

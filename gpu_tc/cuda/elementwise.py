@@ -33,6 +33,7 @@ from .operands import Operand, Variants, check_device
 from .planned import PlannedOperation
 from .plans import IDENTITY, refusing
 from .roles import elementwise_roles
+from .unary_rules import cutensor_unary
 
 
 class _ElementwiseVariant:
@@ -66,7 +67,8 @@ class CutensorElementwisePlan(PlanDefaults):
             p, self._operands[0].spec, None if p.b is None else self._operands[1].spec,
             self._operands[2].spec, self._d.spec,
         )
-        self._ops = {0: int(p.op_a), 1: int(p.op_b), 2: int(p.op_c)}
+        unary = (p.op_a, p.op_b, p.op_c)
+        self._ops = {i: cutensor_unary(op, p.d.dtype) for i, op in enumerate(unary)}
         operators = {"op_a": p.op_a, "op_c": p.op_c, "op_abc": p.op_abc}
         if p.b is not None:
             operators |= {"op_b": p.op_b, "op_ab": p.op_ab}

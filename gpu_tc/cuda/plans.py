@@ -35,6 +35,7 @@ from .descriptors import (
 )
 from .operands import Operand, Variants, check_device
 from .planned import PlannedOperation
+from .unary_rules import cutensor_unary
 from .workspace import workspace_cap
 
 IDENTITY = int(UnaryOp.IDENTITY)
@@ -195,14 +196,16 @@ class CutensorPermutationPlan(PlanDefaults):
         tb = TensorDescriptor(handle, self._b.spec, alignments[1])
         p = self.problem
         try:
-            op = OperationDescriptor.permutation(handle, ta, int(p.op_a), tb, p.b.dtype)
+            op_a = cutensor_unary(p.op_a, p.b.dtype)
+            op = OperationDescriptor.permutation(handle, ta, op_a, tb, p.b.dtype)
             return PlannedOperation(handle, op, None, self.context, uses_workspace=False)
         except BackendError as err:
             if err.status != NOT_SUPPORTED or p.op_a is UnaryOp.IDENTITY:
                 raise
         try:
             op = OperationDescriptor.elementwise(
-                handle, [(ta, int(p.op_a)), (tb, IDENTITY)], tb, [int(BinaryOp.ADD)], p.b.dtype
+                handle, [(ta, cutensor_unary(p.op_a, p.b.dtype)), (tb, IDENTITY)], tb,
+                [int(BinaryOp.ADD)], p.b.dtype,
             )
             operation = PlannedOperation(handle, op, None, self.context, uses_workspace=False)
         except BackendError as err:
@@ -271,7 +274,7 @@ class CutensorReductionPlan(PlanDefaults):
         p = self.problem
         try:
             op = OperationDescriptor.reduction(
-                handle, ta, int(p.op_a), td, td, int(p.op_reduce), p.d.dtype
+                handle, ta, cutensor_unary(p.op_a, p.d.dtype), td, td, int(p.op_reduce), p.d.dtype
             )
             return PlannedOperation(handle, op, self._limit, self.context, uses_workspace=True)
         except BackendError as err:

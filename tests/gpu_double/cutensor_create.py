@@ -1,7 +1,8 @@
 """Emulated cuTENSOR: handles, tensor descriptors and operation descriptors.
 
 Each create call checks what ``cutensor.h`` states for it (see the rule in each
-error); where the header leaves support open, default mode accepts and strict mode
+error) and what the real library was seen to refuse (unary operators, in ``_term``);
+where the header leaves support open, default mode accepts and strict mode
 (``GPU_DOUBLE_STRICT=1``) refuses with NOT_SUPPORTED.
 """
 
@@ -31,6 +32,7 @@ from .cutensor_types import (
 from .signatures import binding
 
 INVALID, UNSUPPORTED = Status.INVALID_VALUE, Status.NOT_SUPPORTED
+COMPLEX_UNARY = frozenset({Operator.OP_IDENTITY, Operator.OP_CONJ})
 
 
 @binding("create() -> intptr_t")
@@ -90,9 +92,13 @@ def _term(kind: str, role: str, desc: int, modes: object, op: int) -> Term:
                             f"mode_{role.lower()}={values}")
     if op not in UNARY:
         raise fail(INVALID, f"op_{role.lower()}={op} is not a unary operator")
+    # What cuTENSOR 2.8.0 answered on an H200 (gpu_tc issue #11): complex data takes
+    # IDENTITY and CONJ only, real data every unary operator but CONJ.
     complex_data = DTYPES[tensor.data_type].kind == "c"
-    if complex_data and Operator(op) in REAL_ONLY:
-        raise fail(UNSUPPORTED, f"{Operator(op).name} of complex {role}")
+    if complex_data and Operator(op) not in COMPLEX_UNARY:
+        raise fail(INVALID, f"{Operator(op).name} of complex {role}")
+    if not complex_data and Operator(op) is Operator.OP_CONJ:
+        raise fail(INVALID, f"CONJ of real {role}")
     if (kind, op) in objects.REFUSED:
         raise fail(UNSUPPORTED, f"{Operator(op).name} in a {kind} (GPU_DOUBLE_REFUSE)")
     return Term(desc, tensor, values, op)

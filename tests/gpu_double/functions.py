@@ -7,6 +7,7 @@ and ``ndarray.get``, as on CuPy.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -182,6 +183,27 @@ def minimum(x1: Any, x2: Any, /, out: ndarray | None = None, *, casting: str = "
 def absolute(x: Any, /, out: ndarray | None = None, *, casting: str = "same_kind",
              dtype: Any = None) -> ndarray:
     return _ufunc(np.absolute, x, out=out)
+
+
+def _unary_ufunc(function: Callable[..., Any]) -> Callable[..., ndarray]:
+    """CuPy's one-operand ufunc of NumPy's ``function``, run on the host copy."""
+
+    def ufunc(x: Any, /, out: ndarray | None = None, *, casting: str = "same_kind",
+              dtype: Any = None) -> ndarray:
+        return _ufunc(function, x, out=out)
+
+    ufunc.__name__ = ufunc.__qualname__ = function.__name__
+    return ufunc
+
+
+# The ufuncs gpu_tc.cuda.cupy_kernels applies for unary operators cuTENSOR refuses.
+sqrt, reciprocal, exp, log = (_unary_ufunc(f) for f in (np.sqrt, np.reciprocal, np.exp, np.log))
+sin, cos, tan, tanh = (_unary_ufunc(f) for f in (np.sin, np.cos, np.tan, np.tanh))
+sinh, cosh, arcsin, arccos = (_unary_ufunc(f) for f in (np.sinh, np.cosh, np.arcsin, np.arccos))
+arctan, arcsinh, arccosh, arctanh = (
+    _unary_ufunc(f) for f in (np.arctan, np.arcsinh, np.arccosh, np.arctanh)
+)
+ceil, floor = _unary_ufunc(np.ceil), _unary_ufunc(np.floor)
 
 
 def einsum(*operands: Any, **kwargs: Any) -> ndarray:

@@ -1,10 +1,12 @@
-"""Plans for bool and integer dtypes: CuPy's own kernels.
+"""Plans on CuPy's own kernels, for what cuTENSOR and cuBLAS cannot run.
 
 cuTENSOR contracts, reduces and permutes floating-point data only (its compute
 descriptors are floating-point types) and cuBLAS has no exact integer GEMM, so bool
 and integer problems run on CuPy: cupy.einsum for contractions (CuPy's integer
 matrix product), ndarray reductions, and ufuncs. Integers wrap around as NumPy's do;
 a bool sum of products is a logical or of ands, counted in int64 and compared with 0.
+Complex permutations, reductions and element-wise operations with a unary operator
+cuTENSOR refuses (:mod:`gpu_tc.cuda.unary_rules`) run here too.
 """
 
 from __future__ import annotations
@@ -26,22 +28,44 @@ from gpu_tc.problem import (
     TensorSpec,
 )
 
-WHY = "cuTENSOR has no integer or bool arithmetic: CuPy's own kernels"
+INTEGRAL = "cuTENSOR has no integer or bool arithmetic: CuPy's own kernels"
 
 
 def integral(dtype: str) -> bool:
-    """Whether ``dtype`` is bool or an integer (the dtypes these plans serve)."""
+    """Whether ``dtype`` is bool or an integer (cuTENSOR computes with neither)."""
     return np.dtype(dtype).kind in "biu"
 
 
+def _sigmoid(x: Any, out: Any = None) -> Any:
+    result = cupy.negative(x, out=out)
+    cupy.exp(result, out=result)
+    cupy.add(result, 1, out=result)
+    return cupy.reciprocal(result, out=result)
+
+
+_UFUNCS = {
+    UnaryOp.SQRT: cupy.sqrt, UnaryOp.RCP: cupy.reciprocal, UnaryOp.SIGMOID: _sigmoid,
+    UnaryOp.TANH: cupy.tanh, UnaryOp.EXP: cupy.exp, UnaryOp.LOG: cupy.log,
+    UnaryOp.ABS: cupy.absolute, UnaryOp.NEG: cupy.negative, UnaryOp.SIN: cupy.sin,
+    UnaryOp.COS: cupy.cos, UnaryOp.TAN: cupy.tan, UnaryOp.SINH: cupy.sinh,
+    UnaryOp.COSH: cupy.cosh, UnaryOp.ASIN: cupy.arcsin, UnaryOp.ACOS: cupy.arccos,
+    UnaryOp.ATAN: cupy.arctan, UnaryOp.ASINH: cupy.arcsinh, UnaryOp.ACOSH: cupy.arccosh,
+    UnaryOp.ATANH: cupy.arctanh, UnaryOp.CEIL: cupy.ceil, UnaryOp.FLOOR: cupy.floor,
+}
+
+
 def _unary(op: UnaryOp, x: Any, out: Any = None) -> Any:
-    """op(x) for the operators that keep integers integral (see gpu_tc.operators)."""
-    if op is UnaryOp.NEG:
-        return cupy.negative(x, out=out)
-    if op is UnaryOp.ABS:
-        return cupy.absolute(x, out=out)
+    """op(x) by CuPy's ufuncs (gpu_tc.operators checked that ``op`` suits the dtype)."""
     if op is UnaryOp.RELU:
         return cupy.maximum(x, 0, out=out)
+    if op is UnaryOp.CONJ and x.dtype.kind == "c":
+        return cupy.conjugate(x, out=out)
+    function = _UFUNCS.get(op)
+    if function is not None:
+        if out is not None and function is cupy.absolute and out.dtype != x.real.dtype:
+            cupy.copyto(out, function(x))  # |z| of complex data is real; D stays complex
+            return out
+        return function(x, out=out)
     if out is None:
         return x  # IDENTITY, and CONJ of a real value
     cupy.copyto(out, x)
@@ -70,13 +94,13 @@ def _combine(value: Any, d: Any, alpha: Any, beta: Any, c: Any) -> None:
 
 class _CupyPlan(PlanDefaults):
     route = "cupy"
-    reason = WHY
+    reason = INTEGRAL
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(route={self.route!r}, reason={self.reason!r})"
 
 
-class IntegerContractionPlan(_CupyPlan):
+class CupyContractionPlan(_CupyPlan):
     """D = alpha * A B + beta * C by cupy.einsum."""
 
     def __init__(self, problem: ContractionProblem) -> None:
@@ -86,7 +110,8 @@ class IntegerContractionPlan(_CupyPlan):
             "".join(letters[x] for x in spec.labels) for spec in (a, b)
         ) + "->" + "".join(letters[x] for x in d.labels)
         self._counts = d.dtype == "?"
-        self.reason = f"{WHY} (cupy.einsum{', bools counted in int64' if self._counts else ''})"
+        counted = ", bools counted in int64" if self._counts else ""
+        self.reason = f"{INTEGRAL} (cupy.einsum{counted})"
 
     def execute(self, inputs: Sequence[Any], d: Any, scalars: Scalars, c: Any) -> None:
         """Write the contraction into ``d``."""
@@ -99,10 +124,11 @@ class IntegerContractionPlan(_CupyPlan):
         _combine(product, d, scalars.alpha, scalars.beta, c)
 
 
-class IntegerPermutationPlan(_CupyPlan):
+class CupyPermutationPlan(_CupyPlan):
     """B = alpha * op(A) with B's axes reordered: a strided CuPy copy."""
 
-    def __init__(self, problem: PermutationProblem) -> None:
+    def __init__(self, problem: PermutationProblem, reason: str = INTEGRAL) -> None:
+        self.reason = reason
         self._perm = tuple(problem.a.labels.index(x) for x in problem.b.labels)
         self._op = problem.op_a
 
@@ -113,10 +139,11 @@ class IntegerPermutationPlan(_CupyPlan):
             cupy.multiply(b, scalars.alpha, out=b)
 
 
-class IntegerReductionPlan(_CupyPlan):
+class CupyReductionPlan(_CupyPlan):
     """D = alpha * reduce(op(A)) + beta * C by ndarray reductions (any/all for bool)."""
 
-    def __init__(self, problem: ReductionProblem) -> None:
+    def __init__(self, problem: ReductionProblem, reason: str = INTEGRAL) -> None:
+        self.reason = reason
         a, d = problem.a, problem.d
         self._axes = tuple(i for i, x in enumerate(a.labels) if x not in d.labels)
         self._d_as_a = tuple(d.labels.index(x) for x in a.labels if x in d.labels)
@@ -142,10 +169,11 @@ _REDUCTIONS = {
 }
 
 
-class IntegerElementwisePlan(_CupyPlan):
+class CupyElementwisePlan(_CupyPlan):
     """D = op_abc(op_ab(alpha op_a(A), beta op_b(B)), gamma op_c(C)) by CuPy ufuncs."""
 
-    def __init__(self, problem: ElementwiseProblem) -> None:
+    def __init__(self, problem: ElementwiseProblem, reason: str = INTEGRAL) -> None:
+        self.reason = reason
         self.problem = problem
 
     def execute(self, inputs: Sequence[Any], d: Any, scalars: Scalars, addend: Any) -> None:
