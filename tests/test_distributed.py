@@ -76,6 +76,25 @@ def test_chunks_of_each_backend_come_back_of_that_kind(backend, options):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_chunk_sums_accumulate_blocks_of_each_backend(backend):
+    """The accumulating block sum itself, without dask's dispatch (which the emulated
+    device lacks): CuPy blocks, which carry no ``writeable`` flag, are summed too."""
+    from gpu_tc.distributed.arrays import _accumulated_block
+
+    rng = np.random.default_rng(8)
+    a, b = random_array(rng, (4, 6), "float64"), random_array(rng, (6, 5), "float64")
+    blocks_a = [to_backend(a[:, :3], backend), to_backend(a[:, 3:], backend)]
+    blocks_b = [to_backend(b[:3], backend), to_backend(b[3:], backend)]
+    got = _accumulated_block(
+        blocks_a, blocks_b, kernel=gpu_tc.einsum, add=gpu_tc.contract, expression="ab,bc->ac",
+        terms=("ab", "bc"), summed="b", counts={"b": 2},
+        keywords={"options": Options(chunk_sums="accumulate")},
+    )
+    assert type(got) is type(to_backend(a, backend))
+    assert_close(to_numpy(got), a @ b, "float64", np.abs(a) @ np.abs(b))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_sliced_network_of_each_backend_in_this_process(backend):
     ring = _network(RING, 8)
     exact, scale = reference_einsum(RING, *ring)

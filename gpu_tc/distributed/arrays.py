@@ -150,8 +150,8 @@ def _accumulated_block(
             total = kernel(expression, *blocks, **keywords)
             if isinstance(total, np.generic):  # a 0-d NumPy result comes back as a scalar
                 total = np.array(total)
-            elif not total.flags.writeable:
-                total = total.copy()
+            elif isinstance(total, np.ndarray) and not total.flags.writeable:
+                total = total.copy()  # (CuPy arrays have no such flag: all are writable)
         elif in_place and add is not None:
             add(expression, *blocks, beta=1, c=total, out=total)
         else:
