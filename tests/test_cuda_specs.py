@@ -25,7 +25,12 @@ from gpu_tc.cuda.descriptors import (
 )
 from gpu_tc.cuda.gemm_route import CUBLAS_OP_N, CUBLAS_OP_T, cublas_gemm, leading_dimension
 from gpu_tc.cuda.roles import ElementwiseRoles, elementwise_roles
-from gpu_tc.cuda.workspace import choose_workspace, fallback_note, workspace_cap
+from gpu_tc.cuda.workspace import (
+    choose_workspace,
+    fallback_note,
+    refused_within,
+    workspace_cap,
+)
 from gpu_tc.errors import MemoryLimitError, WorkspaceError
 from gpu_tc.options import BinaryOp, UnaryOp
 from gpu_tc.problem import ContractionProblem, ElementwiseProblem, TensorSpec, contiguous_spec
@@ -360,20 +365,26 @@ def test_cublas_refuses_negative_strides_and_non_gemms():
 
 
 def test_workspace_recommended_without_a_limit():
-    choice = choose_workspace(4096, 256, None, "x")
+    choice = choose_workspace(4096, 256, None)
     assert choice.limit == 4096 and "recommended" in choice.note
-    assert choose_workspace(4096, 256, 8192, "x").limit == 4096
+    assert choose_workspace(4096, 256, 8192).limit == 4096
 
 
 def test_workspace_capped_by_the_limit():
-    choice = choose_workspace(4096, 256, 1000, "x")
+    choice = choose_workspace(4096, 256, 1000)
     assert choice.limit == 1000
     assert "workspace_limit=1000" in choice.note and "4096" in choice.note
+    assert "minimum estimate" not in choice.note
 
 
-def test_workspace_limit_below_the_minimum_is_an_error():
-    with pytest.raises(WorkspaceError, match="contraction ab,bc->ac needs at least 256 bytes"):
-        choose_workspace(4096, 256, 100, "contraction ab,bc->ac")
+def test_a_limit_below_the_minimum_estimate_is_still_tried():
+    """cuTENSOR 2.8.0 estimated 32 MiB at least, then planned with none (an H200)."""
+    choice = choose_workspace(4096, 256, 100)
+    assert choice.limit == 100 and "under cuTENSOR's minimum estimate of 256" in choice.note
+    error = refused_within(100, 256, "contraction ab,bc->ac", "workspace_limit",
+                           "CUTENSOR_STATUS_INSUFFICIENT_WORKSPACE")
+    assert isinstance(error, WorkspaceError) and "within the 100 bytes" in str(error)
+    assert "contraction ab,bc->ac" in str(error) and "at least 256 bytes" in str(error)
 
 
 def test_memory_limit_caps_the_workspace_after_staged_copies():
@@ -382,14 +393,15 @@ def test_memory_limit_caps_the_workspace_after_staged_copies():
     assert workspace_cap(None, 5000, 1000) == (4000, "memory_limit")
     assert workspace_cap(3000, 5000, 1000) == (3000, "workspace_limit")
     assert workspace_cap(None, 500, 1000) == (0, "memory_limit")
-    choice = choose_workspace(4096, 256, 1000, "x", "memory_limit")
+    choice = choose_workspace(4096, 256, 1000, "memory_limit")
     assert choice.limit == 1000 and "memory_limit=1000" in choice.note
 
 
-def test_memory_limit_below_the_minimum_workspace_names_both():
-    with pytest.raises(MemoryLimitError, match="needs at least 256 bytes.*memory_limit") as info:
-        choose_workspace(4096, 256, 100, "contraction ab,bc->ac", "memory_limit")
-    assert info.value.need == 256 and isinstance(info.value, MemoryError)
+def test_memory_limit_cutensor_cannot_plan_within_names_both():
+    error = refused_within(100, 256, "contraction ab,bc->ac", "memory_limit",
+                           "CUTENSOR_STATUS_INSUFFICIENT_WORKSPACE")
+    assert isinstance(error, MemoryLimitError) and isinstance(error, MemoryError)
+    assert error.need == 256 and "Options.memory_limit leaves" in str(error)
 
 
 def test_fallback_note_records_the_out_of_memory_retry():

@@ -15,11 +15,11 @@ from typing import Any
 import cupy
 from nvmath.bindings import cutensor as ct
 
-from gpu_tc.errors import WorkspaceError
+from gpu_tc.errors import BackendError, WorkspaceError
 
 from .cutensor import CutensorPlan, Handle, OperationDescriptor, PlanPreference, call
 from .operands import HostScalars
-from .workspace import choose_workspace, fallback_note
+from .workspace import choose_workspace, fallback_note, refused_within
 
 # The handles of CuPy's default streams: the null stream, cudaStreamLegacy and
 # cudaStreamPerThread (a stream of each host thread's own behind one handle).
@@ -96,15 +96,22 @@ class PlannedOperation:
         self.note = ""
         self.lowered = False  # set by a plan that runs its problem as another operation
         self._limit = self._minimum = 0
+        source = "workspace_limit"
         if uses_workspace:
             recommended = self._estimate(ct.WorksizePreference.WORKSPACE_DEFAULT)
             self._minimum = self._estimate(ct.WorksizePreference.WORKSPACE_MIN)
-            limit, source = workspace_limit or (None, "workspace_limit")
-            choice = choose_workspace(recommended, self._minimum, limit, context, source)
+            limit, source = workspace_limit or (None, source)
+            choice = choose_workspace(recommended, self._minimum, limit, source)
             self._limit, self.note = choice.limit, choice.note
         self._context = context
         self._tuning = 0
-        self.plan = CutensorPlan(handle, operation, self.preference, self._limit)
+        try:
+            self.plan = CutensorPlan(handle, operation, self.preference, self._limit)
+        except BackendError as err:
+            if not uses_workspace or self._limit >= self._minimum:
+                raise
+            raise refused_within(self._limit, self._minimum, context, source,
+                                 err.status or "an error") from err
 
     @property
     def workspace_size(self) -> int:
