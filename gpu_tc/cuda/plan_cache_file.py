@@ -9,10 +9,16 @@ created, written when autotuning has finished a plan and when the process exits,
 time under a temporary name then renamed over the old file
 (:func:`gpu_tc.disk_cache.write_atomic`). A file cuTENSOR refuses is ignored with a
 :class:`gpu_tc.errors.CacheWarning`.
+
+Off unless ``GPU_TC_CUTENSOR_CACHE_FILES=1``: on an H200 with cuTENSOR 2.8.0 a process
+that read back a plan cache written by an earlier one crashed (a segmentation fault in
+cutensorContract) on the first contraction the file held, and a file written after
+autotuning was read back as 0 plans (gpu_tc issue #11).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -26,13 +32,14 @@ from gpu_tc import disk_cache
 # file written here always fits the handle that reads it back.
 PLAN_CACHE_LINES = 256
 PLAN_FILE = "plan-cache.bin"
+OPT_IN = "GPU_TC_CUTENSOR_CACHE_FILES"
 KERNEL_FILE = "kernel-cache.bin"
 
 
 def directory(device: int) -> Path | None:
-    """Where ``device``'s caches lie (None when the persistent cache is off)."""
+    """Where ``device``'s caches lie (None unless opted in and the persistent cache is on)."""
     root = disk_cache.cache_dir()
-    if root is None:
+    if root is None or os.environ.get(OPT_IN) != "1":
         return None
     props = cupy.cuda.runtime.getDeviceProperties(device)
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
