@@ -5,8 +5,12 @@ saturate memory. So a reduction moving THREAD_MIN_BYTES or more runs as one ufun
 reduction per thread, each over a slab of A cut along A's outermost axis (the one of
 largest stride, so that each slab is one stretch of memory): when that axis is kept,
 each thread writes its own slab of D; when it is reduced, each thread folds its slab into
-a partial result and the partials are combined with the same ufunc. NumPy releases the
-GIL inside the reductions, so the threads run in parallel.
+a partial result and the partials are combined with the same ufunc, as a tree. NumPy releases
+the GIL inside the reductions, so the threads run in parallel. A float sum whose summed
+axes are one contiguous stretch per output element is one pairwise sum in NumPy: its
+slabs are cut only where NumPy's recursion halves the stretch (cpu_fallback.sum_layout),
+so the tree of partials gives NumPy's bits; where no such cut falls between two indices
+of the split axis, it runs on one thread.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from gpu_tc.backend import PlanDefaults, Scalars
 from gpu_tc.operators import REDUCE, UNARY
 from gpu_tc.options import ReduceOp, UnaryOp
 from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
+
+from .sum_layout import BLOCK, cuts, row_layout
 
 # Below this many bytes of memory traffic, one thread: the hand-off costs more than it
 # saves. A view with no unit-stride axis (a strided diagonal) costs a cache line per element.
@@ -62,6 +68,30 @@ def split_axis(shape: tuple[int, ...], strides: tuple[int, ...], threads: int) -
     return max(candidates, key=lambda i: abs(strides[i]))
 
 
+def pairwise_split(problem: ReductionProblem, threads: int) -> tuple[int, np.ndarray] | None:
+    """Where to cut a float sum of one contiguous stretch per output element, NumPy's one
+    pairwise sum each, so that the slabs' sums added as a tree have NumPy's bits: the
+    stretch's outermost axis and the bounds along it of the most pieces (a power of two,
+    at most ``threads``, each longer than NumPy's block) that NumPy's recursion cuts
+    between its indices (none where there are not two); None for any other reduction."""
+    a, d = problem.a, problem.d
+    if (problem.op_reduce is not ReduceOp.SUM or problem.op_a is not UnaryOp.IDENTITY
+            or a.dtype not in "fd" or d.dtype != a.dtype):
+        return None
+    layout = row_layout(problem, d)
+    if layout is None:
+        return None
+    axis = max((i for i, e in enumerate(a.extents) if e > 1 and a.labels[i] not in d.labels),
+               key=lambda i: a.strides[i])
+    step, pieces = a.strides[axis], 1 << (threads.bit_length() - 1)
+    while pieces > 1:
+        lengths = cuts(layout.length, pieces)
+        if lengths.min() > BLOCK and not (lengths % step).any():
+            return axis, np.concatenate(([0], np.cumsum(lengths) // step))
+        pieces //= 2
+    return axis, np.empty(0, int)
+
+
 class CpuReductionPlan(PlanDefaults):
     """D = alpha * reduce(op(A)) + beta * C, folding the labels of A missing from D by
     the ufunc's reduction, or (``by_einsum``, for a SUM with no operator, A and D of
@@ -85,20 +115,28 @@ class CpuReductionPlan(PlanDefaults):
         self._ufunc = REDUCE[problem.op_reduce]
         threads = _threads() if traffic(a) >= THREAD_MIN_BYTES and self._axes else 1
         self._split = split_axis(a.extents, a.strides, threads)
-        # A split along a reduced label gives each thread but the first its own partial
+        bounds = np.empty(0, int)
+        if self._split is not None:
+            bounds = np.linspace(0, a.extents[self._split], threads + 1).astype(int)
+            pairwise = (None if by_einsum or self._split not in self._axes
+                        else pairwise_split(problem, threads))
+            if pairwise is not None:
+                self._split, bounds = pairwise
+                if bounds.size == 0:
+                    self._split = None
+        # A split along a reduced label gives each slab but the first its own partial
         # result (a scaled call, only from gpu_tc.reduce, also reduces into a new array).
-        partials = (threads - 1) * d_bytes if self._split in self._axes else 0
+        partials = (bounds.size - 2) * d_bytes if self._split in self._axes else 0
         if budget is not None and partials > budget:
             self._split, partials = None, 0
         self.temporary_bytes = partials
         self.threaded = self._split is not None
         how = "one thread"
         if self._split is not None:
-            bounds = np.linspace(0, a.extents[self._split], threads + 1).astype(int)
             self._slabs = [slice(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
             # Where the split axis sits in the target (kept axes in A's order), if kept.
             self._kept_axis = self._split - sum(1 for i in self._axes if i < self._split)
-            how = f"split over {threads} threads along label {a.labels[self._split]!r}"
+            how = f"split over {len(self._slabs)} threads along label {a.labels[self._split]!r}"
         kept_axes = [i for i in range(len(a.labels)) if i not in self._axes]
         self._reduce = (functools.partial(_einsum, list(range(len(a.labels))), kept_axes)
                         if by_einsum else functools.partial(self._ufunc.reduce, axis=self._axes))
@@ -160,9 +198,12 @@ class CpuReductionPlan(PlanDefaults):
         reduce(slabs[0], out=outs[0])
         for job in jobs:
             job.result()
-        if axis in axes:
-            for partial in outs[1:]:
-                ufunc(target, partial, out=target)
+        if axis in axes:  # as a tree: for 2^k slabs cut where NumPy's recursion cuts, its order
+            step = 1
+            while step < len(outs):
+                for i in range(0, len(outs) - step, 2 * step):
+                    ufunc(outs[i], outs[i + step], out=outs[i])
+                step *= 2
 
 
 def _einsum(axes: list[int], kept: list[int], x: Any, out: Any) -> None:

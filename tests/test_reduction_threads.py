@@ -94,3 +94,29 @@ def test_threaded_einsum_sum_into_out(threaded, rng):
     got = gpu_tc.einsum("ijk->ik", a, out=out)
     assert got is out
     np.testing.assert_allclose(out, a.sum(axis=1), rtol=1e-13)
+
+
+@pytest.mark.parametrize("threads", [2, 3, 8, 16])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("subscripts, shape", [("ab->", (512, 2048)), ("abc->c", (64, 128, 7)),
+                                               ("ab->", (37, 8192))])
+def test_a_threaded_sum_of_one_stretch_has_numpys_bits(monkeypatch, threads, dtype, subscripts,
+                                                       shape, rng):
+    """A float sum whose summed labels are one stretch of memory per result is NumPy's
+    pairwise sum: split over any number of threads (a 16-core host failed here with
+    equal slabs), its slabs are cut where NumPy's recursion cuts, or it runs on one."""
+    monkeypatch.setattr(reduction, "THREAD_MIN_BYTES", 1)
+    monkeypatch.setattr(reduction, "_threads", lambda: threads)
+    a = rng.standard_normal(shape).astype(dtype)
+    labels, kept = subscripts.split("->")
+    problem = ReductionProblem(contiguous_spec(labels, shape, np.dtype(dtype).char),
+                               contiguous_spec(kept, [shape[labels.index(x)] for x in kept],
+                                               np.dtype(dtype).char), ReduceOp.SUM)
+    plan = reduction.CpuReductionPlan(problem)
+    d = np.empty([shape[labels.index(x)] for x in kept], dtype)
+    plan.execute([a], d, gpu_tc.backend.Scalars(), None)
+    axes = tuple(i for i, x in enumerate(labels) if x not in kept)
+    if subscripts == "abc->c":  # summed labels lead: not one stretch, no bits promised
+        assert_close(d, np.add.reduce(a, axis=axes), np.dtype(dtype), np.abs(a).sum(axis=axes))
+    else:
+        np.testing.assert_array_equal(d, np.add.reduce(a, axis=axes))
