@@ -44,6 +44,14 @@ def _can_reset_peak() -> bool:
     return reset_peak()
 
 
+def _blas_threads() -> int:
+    """The threads NumPy's BLAS runs with (a fresh probe process starts the same way)."""
+    from threadpoolctl import threadpool_info
+
+    return max((pool["num_threads"] for pool in threadpool_info()
+                if pool.get("user_api") == "blas"), default=1)
+
+
 @needs_linux
 def test_probe_measures_the_copy_numpy_makes_of_a_transposed_operand():
     # numpy.einsum(optimize=True) hands "acb,cd->abd" to tensordot, which copies A into
@@ -56,7 +64,9 @@ def test_probe_measures_the_copy_numpy_makes_of_a_transposed_operand():
         assert found.baseline_bytes > A_BYTES + 512 * 16 * 8  # the inputs are resident
         assert found.peak_bytes >= found.baseline_bytes + RESULT_BYTES + found.peak_extra_bytes
         assert found.hwm_reset is _can_reset_peak() and found.exact
-    assert A_BYTES <= copying.peak_extra_bytes <= A_BYTES + 4 * MIB
+    # Beside the copy: OpenBLAS's packing buffers, touched per BLAS thread (16 threads
+    # of a 16-core GPU host took 4.5 MiB more than the copy).
+    assert A_BYTES <= copying.peak_extra_bytes <= A_BYTES + 4 * MIB + _blas_threads() * MIB // 2
     assert in_place.peak_extra_bytes < A_BYTES / 4
     # What both share (the BLAS's buffers, code pages) cancels: the copy is left.
     assert copying.peak_extra_bytes - in_place.peak_extra_bytes == pytest.approx(A_BYTES,

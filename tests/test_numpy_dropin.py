@@ -55,7 +55,7 @@ def test_shipped_suite_passes_with_gpu_tc(suite, tmp_path):
     assert result.returncode == 0, output
     collected = {name.rsplit("::", 1)[-1] for name in outcomes.names()}
     expected_failures = {name.rsplit("::", 1)[-1] for name in outcomes.xfails}
-    assert expected_failures == set(dropin.BY_DESIGN[suite]) & collected
+    assert expected_failures == set(dropin.expected_failures(suite)) & collected
     assert len(outcomes.passed) >= fewest, f"{len(outcomes.passed)} passed; {outcomes.skips}"
     served = re.search(r"dropin: gpu_tc served (\d+) calls", result.stdout)
     assert served and int(served.group(1)) >= fewest, output
