@@ -13,7 +13,14 @@
 #                                        torch), then cupy.einsum with it off
 #   benchmarks/gpu_visit.sh small OUT    the overhead, permute, trace and reduce suites,
 #                                        float64, the same peers and the same two passes
+#   benchmarks/gpu_visit.sh bench OUT    tccg and small in one command, most telling
+#                                        first: tccg float64, the small suites, tccg
+#                                        float32, then the two passes with it off
 #
+# A session's device time is short (15 minutes, the start and the staging included), so
+# the limits below are sized for `tests` then `bench` on one warm machine; the archive
+# is rewritten after every step, so a call cut off at its limit still returns what the
+# finished steps found.
 # Run from the repository root with gpu_tc importable (on the lent machine: after the
 # staging calls, `source /tmp/stage/env.sh`, which puts the checkout on PYTHONPATH); each
 # mode first compiles the C kernels in place (setup.py build_ext --inplace).
@@ -33,7 +40,7 @@ WHEELS="cutensor-cu13==2.8.1 nvmath-python==1.0.0 platformdirs==4.14.7 dask==202
 distributed==2026.8.0 cotengra==0.8.3 autoray==0.11.0 tornado==6.6.1 zict==3.0.0
 tblib==3.2.2 partd==1.4.2 locket==1.0.0"
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $work/NAME.log
   local name=$1 limit=$2; shift 2
@@ -43,6 +50,7 @@ step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $work/NAME.lo
   local rc=$?
   echo "== $name: exit $rc after $((SECONDS - start))s" | tee -a "$work/steps.txt"
   tail -n 5 "$work/$name.log"
+  pack > /dev/null
 }
 
 versions() {
@@ -83,26 +91,33 @@ versions
 
 case "$mode" in
   tests)
-    step tests 420 $PY -m pytest -n "$(nproc)" -p no:cacheprovider --tb=long -rfEs \
-      --junitxml="$work/junit.xml"
-    cp "$work/tests.log" "$out/" 2>/dev/null
-    step selftest 120 $PY -m gpu_tc selftest            # the image's default command
-    step first-call 240 $PY benchmarks/first_call.py --backend gpu --autotune 8 \
-      --cases 3,13,20 --repeat 3 --output "$work/first-call-gpu.json"
+    # A hung test must not cost the whole log: pytest-timeout (in the GPU image) ends it.
+    per_test=$($PY -c "import pytest_timeout" 2>/dev/null && echo --timeout=90)
+    step tests 240 $PY -m pytest -n "$(nproc)" -p no:cacheprovider --tb=long -rfEs \
+      $per_test --junitxml="$work/junit.xml"
+    head -c 15M "$work/tests.log" > "$out/tests.log"
+    step selftest 60 $PY -m gpu_tc selftest             # the image's default command
+    # With cuTENSOR's cache files opted in: is the crash of the first H200 visit gone?
+    GPU_TC_CUTENSOR_CACHE_FILES=1 \
+    step first-call 90 $PY benchmarks/first_call.py --backend gpu --autotune 8 \
+      --cases 3,13 --repeat 2 --output "$work/first-call-gpu.json"
     ;;
-  tccg)
+  tccg|small|bench)
     export CUPY_ACCELERATORS=cub,cutensor
-    step tccg 420 $PY -m gpu_tc bench tccg --backend gpu --dtype float64,float32 \
-      --no-memory --output "$work/bench"
-    CUPY_ACCELERATORS="" step tccg-cupy-plain 150 $PY -m gpu_tc bench tccg --backend gpu \
-      --dtype float64 --peers cupy --no-memory --output "$work/bench-cupy-plain"
-    ;;
-  small)
-    export CUPY_ACCELERATORS=cub,cutensor
-    step small 360 $PY -m gpu_tc bench overhead permute trace reduce --backend gpu \
-      --dtype float64 --output "$work/bench"
-    CUPY_ACCELERATORS="" step small-cupy-plain 180 $PY -m gpu_tc bench overhead permute \
-      trace reduce --backend gpu --dtype float64 --peers cupy --output "$work/bench-cupy-plain"
+    case "$mode" in tccg|bench)
+      step tccg-float64 200 $PY -m gpu_tc bench tccg --backend gpu --dtype float64 \
+        --no-memory --output "$work/bench" ;; esac
+    case "$mode" in small|bench)
+      step small 150 $PY -m gpu_tc bench overhead permute trace reduce --backend gpu \
+        --dtype float64 --output "$work/bench" ;; esac
+    case "$mode" in tccg|bench)
+      step tccg-float32 200 $PY -m gpu_tc bench tccg --backend gpu --dtype float32 \
+        --no-memory --output "$work/bench"
+      CUPY_ACCELERATORS="" step tccg-cupy-plain 120 $PY -m gpu_tc bench tccg --backend gpu \
+        --dtype float64 --peers cupy --no-memory --output "$work/bench-cupy-plain" ;; esac
+    case "$mode" in small|bench)
+      CUPY_ACCELERATORS="" step small-cupy-plain 90 $PY -m gpu_tc bench overhead permute \
+        trace reduce --backend gpu --dtype float64 --peers cupy --output "$work/bench-cupy-plain" ;; esac
     ;;
   *) usage ;;
 esac
