@@ -16,6 +16,7 @@ import pytest
 import gpu_tc
 from gpu_tc import reference
 from gpu_tc.backend import Scalars, backend_named
+from gpu_tc.cache import PLAN_CACHE
 from gpu_tc.errors import (
     BackendError,
     OperandError,
@@ -292,14 +293,17 @@ def test_plan_cache_hit_and_miss(cp, rng):
     cache = gpu_tc.plan_cache()
     cache.clear()
     (_, b), (da, db) = both(cp, rng, [(4, 5), (5, 6)], "float64", "C")
+    primitives = PLAN_CACHE.primitives
     gpu_tc.einsum("ij,jk->ik", da, db)
-    first = cache.stats()
+    first, first_primitive = cache.stats(), primitives.stats()
     assert first.misses > 0 and first.hits == 0
-    gpu_tc.einsum("xy,yz->xz", cp.asarray(da.get()), db)  # same problem, other labels
-    second = cache.stats()
-    assert second.misses == first.misses and second.hits > first.hits
+    # Same problem, other labels: a program of its own (warm calls key by the labels as
+    # written) over the same cuBLAS plan.
+    gpu_tc.einsum("xy,yz->xz", cp.asarray(da.get()), db)
+    second = primitives.stats()
+    assert second.misses == first_primitive.misses and second.hits > first_primitive.hits
     gpu_tc.einsum("ij,jk->ik", cp.asfortranarray(da), db)  # other strides
-    assert cache.stats().misses > second.misses
+    assert primitives.stats().misses > second.misses
 
 
 def test_non_default_stream(cp, rng):
@@ -366,6 +370,32 @@ def test_mixed_devices_are_an_operand_error(cp, rng):
         other = cp.ones((5, 6))
     with pytest.raises(OperandError, match="GPU 1"):
         gpu_tc.einsum("ij,jk->ik", cp.ones((4, 5)), other)
+
+
+def test_warm_calls_reuse_the_plan_and_still_check_the_device(cp, rng):
+    """The warm path (a flat key of the CuPy operands, the plan already built) serves a
+    repeated call; another alignment gets its own plan; operands off the current device
+    still get the full path's OperandError."""
+    gpu = backend_named("gpu")
+    (a, b), (da, db) = both(cp, rng, [(5, 6), (6, 7)], "float64", "C")
+    check(cp.asnumpy(gpu_tc.einsum("ij,jk->ik", da, db)), a @ b, "float64")
+    key = gpu.warm_key(("ij,jk->ik", da, db))
+    plan = PLAN_CACHE.programs.peek(key)
+    assert plan is not None
+    check(cp.asnumpy(gpu_tc.einsum("ij,jk->ik", da, db)), a @ b, "float64")
+    assert PLAN_CACHE.programs.peek(key) is plan
+    flat = cp.asarray(np.concatenate([[0.0], a.ravel()]))
+    shifted = flat[1:].reshape(5, 6)  # the same values 8 bytes further on
+    assert gpu.warm_key(("ij,jk->ik", shifted, db)) != key
+    check(cp.asnumpy(gpu_tc.einsum("ij,jk->ik", shifted, db)), a @ b, "float64")
+    if cp.cuda.runtime.getDeviceCount() < 2:
+        return
+    with cp.cuda.Device(1):
+        da1, db1 = cp.asarray(a), cp.asarray(b)
+        check(cp.asnumpy(gpu_tc.einsum("ij,jk->ik", da1, db1)), a @ b, "float64")
+    assert gpu.warm_key(("ij,jk->ik", da1, db1)) is None
+    with pytest.raises(OperandError, match="GPU 1"):
+        gpu_tc.einsum("ij,jk->ik", da1, db1)
 
 
 def test_mixed_numpy_and_cupy_is_an_operand_error(cp):

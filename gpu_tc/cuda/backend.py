@@ -37,7 +37,7 @@ from .cupy_kernels import (
     CupyReductionPlan,
     integral,
 )
-from .descriptors import extra_key
+from .descriptors import extra_key, pointer_alignment
 from .empty import EmptyPlan, EmptySumContractionPlan, EmptySumReductionPlan
 from .gemm_route import cublas_gemm
 from .unary_rules import refused_unary
@@ -98,8 +98,21 @@ class GpuBackend:
 
     @staticmethod
     def warm_key(args: Sequence[Any]) -> Hashable | None:
-        """None: a GPU call's key needs the device and the pointers' alignment."""
-        return None
+        """(subscripts, the current device, then each array's shape, strides, dtype and
+        pointer alignment) when every operand is a CuPy array on the current device with
+        whole-element strides; None otherwise (the full path then checks, and names what
+        is wrong)."""
+        device = cupy.cuda.runtime.getDevice()
+        key: list[Any] = [args[0], device]
+        for x in args[1:]:
+            if type(x) is not cupy.ndarray:
+                return None
+            memory = x.data
+            if memory.device_id != device or (x.itemsize and any(
+                    s % x.itemsize for s in x.strides)):
+                return None
+            key += (x.shape, x.strides, x.dtype, pointer_alignment(memory.ptr))
+        return tuple(key)
 
     def key_extra(self, arrays: Sequence[Any], context: str) -> tuple[Any, ...]:
         """The device and each operand's pointer alignment (plain ints, never pointers).
