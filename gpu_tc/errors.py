@@ -87,7 +87,8 @@ class BackendError(GpuTcError, RuntimeError):
 
 
 class WorkspaceError(GpuTcError, MemoryError):
-    """Not even the minimum workspace of a plan could be allocated."""
+    """cuTENSOR could not plan within ``Options(workspace_limit=...)``, or a plan's
+    workspace could not be allocated even after planning again with less."""
 
 
 class MemoryLimitError(GpuTcError, MemoryError):

@@ -19,12 +19,18 @@ from gpu_tc.backend import Scalars, backend_named
 from gpu_tc.cache import PLAN_CACHE
 from gpu_tc.errors import (
     BackendError,
+    MemoryLimitError,
     OperandError,
     PlanStateError,
     ShapeError,
 )
 from gpu_tc.options import BinaryOp, Options, ReduceOp, UnaryOp
-from gpu_tc.problem import ContractionProblem, PermutationProblem, contiguous_spec
+from gpu_tc.problem import (
+    ContractionProblem,
+    PermutationProblem,
+    ReductionProblem,
+    contiguous_spec,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -280,6 +286,11 @@ def test_unary_operators_cutensor_refuses_take_the_cupy_route(cp, rng):
     b = cp.empty((5, 3, 4), "complex128")
     plan.execute((cp.asarray(a),), b, Scalars(alpha=2), None)
     check(cp.asnumpy(b), reference.permute("abc->cab", a, 2, UnaryOp.SQRT), "complex128")
+    reduce_specs = contiguous_spec("abc", (3, 4, 5), "D"), contiguous_spec("c", (5,), "D")
+    problem = ReductionProblem(*reduce_specs, ReduceOp.SUM, UnaryOp.EXP)
+    assert gpu.reduction_plan(problem, Options()).temporary_bytes == (60 + 2 * 5) * 16
+    with pytest.raises(MemoryLimitError, match="needs 1120 bytes of temporaries on CuPy"):
+        gpu.reduction_plan(problem, Options(memory_limit=1000))
     real = a.real.copy()
     specs = contiguous_spec("abc", (3, 4, 5), "d"), contiguous_spec("cab", (5, 3, 4), "d")
     plan = gpu.permutation_plan(PermutationProblem(*specs, UnaryOp.CONJ), Options())

@@ -52,7 +52,9 @@ _TUNED_CALLS = textwrap.dedent("""
 
 
 def _run(cache: Path, opt_in: bool = True) -> dict:
-    env = {**os.environ, disk_cache.ENV: str(cache), OPT_IN: "1" if opt_in else ""}
+    env = {**os.environ, disk_cache.ENV: str(cache), OPT_IN: "1"}
+    if not opt_in:
+        del env[OPT_IN]
     done = subprocess.run([sys.executable, "-c", _TUNED_CALLS], env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -100,7 +102,7 @@ def test_a_file_from_another_cutensor_version_is_ignored_with_a_warning(tmp_path
 
 
 def test_with_the_cache_off_no_file_is_read_or_written(tmp_path, monkeypatch):
-    env = {**os.environ, disk_cache.ENV: ""}
+    env = {**os.environ, disk_cache.ENV: "", OPT_IN: "1"}  # opted in, the cache off
     done = subprocess.run([sys.executable, "-c", _TUNED_CALLS], env=env, capture_output=True,
                           text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -18,7 +18,7 @@ import cupy
 import numpy as np
 from cupy.lib.stride_tricks import as_strided
 
-from gpu_tc.errors import BackendError, OperandError
+from gpu_tc.errors import BackendError, MemoryLimitError, OperandError
 from gpu_tc.options import Options
 from gpu_tc.problem import (
     ContractionProblem,
@@ -58,6 +58,20 @@ def _cutensor_plans() -> Any:
     from . import elementwise, plans
 
     return plans, elementwise
+
+
+def _within(plan: Any, options: Options, what: str) -> Any:
+    """``plan`` (on CuPy's kernels), if its temporaries fit ``Options.memory_limit``.
+
+    Raises:
+        MemoryLimitError: they do not; the message names the need and the route.
+    """
+    limit, need = options.memory_limit, plan.temporary_bytes
+    if limit is not None and need > limit:
+        raise MemoryLimitError(
+            f"the {what} needs {need} bytes of temporaries on CuPy's kernels ({plan.reason}) "
+            f"but Options.memory_limit={limit}", need)
+    return plan
 
 
 class GpuBackend:
@@ -174,7 +188,7 @@ class GpuBackend:
         if 0 in extents:
             return EmptySumContractionPlan()
         if integral(problem.d.dtype):
-            return CupyContractionPlan(problem)
+            return _within(CupyContractionPlan(problem), options, "contraction")
         device = cupy.cuda.runtime.getDevice()
         if not options.allow_cublas:
             why = "Options.allow_cublas is False"
@@ -197,10 +211,10 @@ class GpuBackend:
         if 0 in problem.b.extents:
             return EmptyPlan("the result is empty")
         if integral(problem.b.dtype):
-            return CupyPermutationPlan(problem)
+            return _within(CupyPermutationPlan(problem), options, "permutation")
         refused = refused_unary({"op_a": problem.op_a}, problem.b.dtype)
         if refused:
-            return CupyPermutationPlan(problem, refused)
+            return _within(CupyPermutationPlan(problem, refused), options, "permutation")
         plans, _ = _cutensor_plans()
         return plans.CutensorPermutationPlan(problem, cupy.cuda.runtime.getDevice())
 
@@ -212,10 +226,10 @@ class GpuBackend:
         if 0 in problem.a.extents:
             return EmptySumReductionPlan(problem)
         if integral(problem.d.dtype):
-            return CupyReductionPlan(problem)
+            return _within(CupyReductionPlan(problem), options, "reduction")
         refused = refused_unary({"op_a": problem.op_a}, problem.d.dtype)
         if refused:
-            return CupyReductionPlan(problem, refused)
+            return _within(CupyReductionPlan(problem, refused), options, "reduction")
         plans, _ = _cutensor_plans()
         return plans.CutensorReductionPlan(problem, options, cupy.cuda.runtime.getDevice())
 
@@ -225,13 +239,14 @@ class GpuBackend:
         if 0 in problem.d.extents:
             return EmptyPlan("the result is empty")
         if integral(problem.d.dtype):
-            return CupyElementwisePlan(problem)
+            return _within(CupyElementwisePlan(problem), options, "element-wise operation")
         unary = {"op_a": problem.op_a, "op_c": problem.op_c}
         if problem.b is not None:
             unary["op_b"] = problem.op_b
         refused = refused_unary(unary, problem.d.dtype)
         if refused:
-            return CupyElementwisePlan(problem, refused)
+            return _within(CupyElementwisePlan(problem, refused), options,
+                           "element-wise operation")
         _, elementwise = _cutensor_plans()
         return elementwise.CutensorElementwisePlan(problem, cupy.cuda.runtime.getDevice())
 

@@ -92,6 +92,11 @@ def _combine(value: Any, d: Any, alpha: Any, beta: Any, c: Any) -> None:
     cupy.add(d, value, out=d)
 
 
+def _bytes(spec: TensorSpec, dtype: str | None = None) -> int:
+    """The bytes of a new array shaped like ``spec`` (in its dtype, or ``dtype``)."""
+    return spec.size * np.dtype(dtype or spec.dtype).itemsize
+
+
 class _CupyPlan(PlanDefaults):
     route = "cupy"
     reason = INTEGRAL
@@ -112,6 +117,9 @@ class CupyContractionPlan(_CupyPlan):
         self._counts = d.dtype == "?"
         counted = ", bools counted in int64" if self._counts else ""
         self.reason = f"{INTEGRAL} (cupy.einsum{counted})"
+        # cupy.einsum's product (and alpha times it); bools first cast to int64.
+        casts = _bytes(a, "q") + _bytes(b, "q") if self._counts else 0
+        self.temporary_bytes = casts + 2 * _bytes(d, "q" if self._counts else None)
 
     def execute(self, inputs: Sequence[Any], d: Any, scalars: Scalars, c: Any) -> None:
         """Write the contraction into ``d``."""
@@ -131,6 +139,9 @@ class CupyPermutationPlan(_CupyPlan):
         self.reason = reason
         self._perm = tuple(problem.a.labels.index(x) for x in problem.b.labels)
         self._op = problem.op_a
+        # op writes into B, but |z| of complex data is real: made first, then copied.
+        complex_abs = self._op is UnaryOp.ABS and np.dtype(problem.b.dtype).kind == "c"
+        self.temporary_bytes = _bytes(problem.b) // 2 if complex_abs else 0
 
     def execute(self, inputs: Sequence[Any], b: Any, scalars: Scalars, addend: Any) -> None:
         """Write alpha * op(a), permuted, into ``b``."""
@@ -149,6 +160,9 @@ class CupyReductionPlan(_CupyPlan):
         self._d_as_a = tuple(d.labels.index(x) for x in a.labels if x in d.labels)
         self._op = problem.op_a
         self._method, self._dtype = _REDUCTIONS[problem.op_reduce, d.dtype == "?"], d.dtype
+        # op(A) whole (none for IDENTITY), the folded result, and alpha times it.
+        applied = 0 if self._op is UnaryOp.IDENTITY else _bytes(a)
+        self.temporary_bytes = applied + 2 * _bytes(d)
 
     def execute(self, inputs: Sequence[Any], d: Any, scalars: Scalars, c: Any) -> None:
         """Write the reduction into ``d``."""
@@ -175,6 +189,10 @@ class CupyElementwisePlan(_CupyPlan):
     def __init__(self, problem: ElementwiseProblem, reason: str = INTEGRAL) -> None:
         self.reason = reason
         self.problem = problem
+        # Each input's op(x) and its scaled copy, and op_ab's result, D's shape.
+        inputs = [x for x in (problem.a, problem.b, problem.c) if x is not None]
+        self.temporary_bytes = sum(2 * _bytes(x, problem.d.dtype) for x in inputs) + (
+            _bytes(problem.d) if problem.b is not None else 0)
 
     def execute(self, inputs: Sequence[Any], d: Any, scalars: Scalars, addend: Any) -> None:
         """Write the result into ``d`` (inputs: A, C or A, B, C)."""

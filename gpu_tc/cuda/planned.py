@@ -21,6 +21,7 @@ from .cutensor import CutensorPlan, Handle, OperationDescriptor, PlanPreference,
 from .operands import HostScalars
 from .workspace import choose_workspace, fallback_note, refused_within
 
+INSUFFICIENT = "CUTENSOR_STATUS_INSUFFICIENT_WORKSPACE"
 # The handles of CuPy's default streams: the null stream, cudaStreamLegacy and
 # cudaStreamPerThread (a stream of each host thread's own behind one handle).
 BUILTIN_STREAMS = (0, 1, 2)
@@ -108,10 +109,10 @@ class PlannedOperation:
         try:
             self.plan = CutensorPlan(handle, operation, self.preference, self._limit)
         except BackendError as err:
-            if not uses_workspace or self._limit >= self._minimum:
+            if err.status != INSUFFICIENT or self._limit >= self._minimum:
                 raise
-            raise refused_within(self._limit, self._minimum, context, source,
-                                 err.status or "an error") from err
+            raise refused_within(self._limit, self._minimum, context, source, err.status) \
+                from err
 
     @property
     def workspace_size(self) -> int:
@@ -149,7 +150,8 @@ class PlannedOperation:
         except cupy.cuda.memory.OutOfMemoryError as err:
             if size <= self._minimum:
                 raise WorkspaceError(
-                    f"{self._context}: out of memory for its minimum workspace of {size} bytes"
+                    f"{self._context}: out of memory for its workspace of {size} bytes, "
+                    f"no more than cuTENSOR's minimum estimate ({self._minimum})"
                 ) from err
         self._limit = self._minimum
         self.plan = CutensorPlan(self.handle, self.operation, self.preference, self._limit)

@@ -1,8 +1,9 @@
 """Which unary operators cuTENSOR applies to which data.
 
 cuTENSOR 2.8 on an H200 answered CUTENSOR_STATUS_INVALID_VALUE when asked for any
-unary operator but IDENTITY and CONJ on complex data, and for CONJ on real data (seen
-in permutations, reductions and element-wise operations alike). CONJ of a real value
+unary operator but IDENTITY and CONJ on complex data (seen in permutations, reductions
+and element-wise operations) and for CONJ on real data (permutations and element-wise
+operations; no test asked a reduction for it). CONJ of a real value
 is the value itself, so it is passed as IDENTITY; a complex problem with another
 operator runs on CuPy's ufuncs instead (:mod:`gpu_tc.cuda.cupy_kernels`).
 """
