@@ -405,6 +405,10 @@ def test_memory_limit_cutensor_cannot_plan_within_names_both():
 
 
 def test_fallback_note_records_the_out_of_memory_retry():
-    assert fallback_note(4096, 256) == (
-        "workspace of 4096 bytes hit out-of-memory: planned again with the minimum of 256 bytes"
+    assert fallback_note(4096, 256, 256) == (
+        "workspace of 4096 bytes hit out-of-memory: planned again with cuTENSOR's minimum "
+        "estimate of 256 bytes"
+    )
+    assert fallback_note(256, 0, 256) == (
+        "workspace of 256 bytes hit out-of-memory: planned again with 0 bytes"
     )

@@ -42,6 +42,22 @@ def operands(cp: Any, rng: np.random.Generator) -> tuple[list[np.ndarray], list[
     return host, [cp.asarray(x) for x in host]
 
 
+def _execute_with_room(cp: Any, plan: Any, inputs: tuple[Any, Any], d: Any, room: int) -> None:
+    """Execute ``plan`` on a new stream (no workspace buffer on it yet: the plan must
+    allocate one) while CuPy's pool may grow by ``room`` bytes only."""
+    pool = cp.get_default_memory_pool()
+    pool.free_all_blocks()
+    previous = pool.get_limit()
+    stream = cp.cuda.Stream()
+    pool.set_limit(size=pool.total_bytes() + room)
+    try:
+        with stream:
+            plan.execute(inputs, d, Scalars(), None)
+        stream.synchronize()
+    finally:
+        pool.set_limit(size=previous)
+
+
 def test_workspace_out_of_memory_plans_again_with_the_minimum(cp, rng):
     plan = cutensor_plan()
     (variant,) = plan._variants.all()
@@ -50,20 +66,29 @@ def test_workspace_out_of_memory_plans_again_with_the_minimum(cp, rng):
         pytest.skip(f"this cuTENSOR recommends no more than the minimum ({minimum} bytes)")
     host, (a, b) = operands(cp, rng)
     d = cp.empty((8, 7))
-    pool = cp.get_default_memory_pool()
-    pool.free_all_blocks()
-    previous = pool.get_limit()
-    stream = cp.cuda.Stream()  # no workspace buffer on it yet: the plan must allocate one
-    pool.set_limit(size=pool.total_bytes() + minimum + (recommended - minimum) // 2)
-    try:
-        with stream:
-            plan.execute((a, b), d, Scalars(), None)
-        stream.synchronize()
-    finally:
-        pool.set_limit(size=previous)
+    _execute_with_room(cp, plan, (a, b), d, minimum + (recommended - minimum) // 2)
     assert_close(d, np.einsum("abc,cbd->ad", *host), "d")
-    assert (f"workspace of {recommended} bytes hit out-of-memory: planned again with the "
-            f"minimum of {minimum} bytes") in plan.reason
+    assert (f"workspace of {recommended} bytes hit out-of-memory: planned again with "
+            f"cuTENSOR's minimum estimate of {minimum} bytes") in plan.reason
+
+
+def test_workspace_out_of_memory_even_at_the_minimum_plans_with_none(cp, rng):
+    """No room for any workspace: planned again with none, which cuTENSOR 2.8.0 ran on an
+    H200; where cuTENSOR cannot (the emulated one), a WorkspaceError, nothing run."""
+    plan = cutensor_plan()
+    minimum = plan._variants.all()[0].minimum_workspace
+    if minimum == 0:
+        pytest.skip("this cuTENSOR needs no workspace for the contraction")
+    host, (a, b) = operands(cp, rng)
+    d = cp.zeros((8, 7))
+    try:
+        _execute_with_room(cp, plan, (a, b), d, minimum // 2)
+    except WorkspaceError as err:
+        assert "the least cuTENSOR plans it with" in str(err)
+        assert not d.any()
+        return
+    assert_close(d, np.einsum("abc,cbd->ad", *host), "d")
+    assert "planned again with 0 bytes" in plan.reason
 
 
 def test_a_workspace_limit_below_the_minimum_estimate_is_tried(cp, rng):

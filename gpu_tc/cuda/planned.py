@@ -138,31 +138,31 @@ class PlannedOperation:
 
     def workspace(self, device: int, stream: Any) -> tuple[Any, int, int]:
         """(memory to hold until the call is enqueued, pointer, size) of the plan's
-        workspace; on out-of-memory, plan again with the minimum workspace and record
-        it in ``note``.
+        workspace; on out-of-memory, plan again with cuTENSOR's minimum estimate, then
+        with none (the estimate is no floor), and record it in ``note``.
 
         Raises:
-            WorkspaceError: not even the minimum workspace can be allocated.
+            WorkspaceError: out of memory for the least workspace cuTENSOR plans with.
         """
-        size = self.plan.workspace_size
-        try:
-            return _held(WORKSPACES.memory(device, stream, size), size)
-        except cupy.cuda.memory.OutOfMemoryError as err:
-            if size <= self._minimum:
-                raise WorkspaceError(
-                    f"{self._context}: out of memory for its workspace of {size} bytes, "
-                    f"no more than cuTENSOR's minimum estimate ({self._minimum})"
-                ) from err
-        self._limit = self._minimum
-        self.plan = CutensorPlan(self.handle, self.operation, self.preference, self._limit)
-        self.note = fallback_note(size, self._minimum)
-        minimum = self.plan.workspace_size
-        try:
-            return _held(WORKSPACES.memory(device, stream, minimum), minimum)
-        except cupy.cuda.memory.OutOfMemoryError as err:
-            raise WorkspaceError(
-                f"{self._context}: out of memory for its minimum workspace of {minimum} bytes"
-            ) from err
+        while True:
+            size = self.plan.workspace_size
+            try:
+                return _held(WORKSPACES.memory(device, stream, size), size)
+            except cupy.cuda.memory.OutOfMemoryError as err:
+                failure = err
+            smaller = next((s for s in (self._minimum, 0) if s < size), None)
+            if smaller is None:
+                break
+            try:
+                self.plan = CutensorPlan(self.handle, self.operation, self.preference, smaller)
+            except BackendError:
+                break  # cuTENSOR plans this with no less
+            self._limit = smaller
+            self.note = fallback_note(size, smaller, self._minimum)
+        raise WorkspaceError(
+            f"{self._context}: out of memory for its workspace of {size} bytes, the least "
+            "cuTENSOR plans it with"
+        ) from failure
 
     def autotune(self, iterations: int) -> None:
         """Let the next ``iterations`` executions each try another kernel candidate;

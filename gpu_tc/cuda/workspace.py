@@ -59,9 +59,10 @@ def refused_within(
     return WorkspaceError(message)
 
 
-def fallback_note(failed: int, minimum: int) -> str:
-    """The reason fragment recorded when a workspace allocation ran out of memory."""
-    return (
-        f"workspace of {failed} bytes hit out-of-memory: planned again with the "
-        f"minimum of {minimum} bytes"
-    )
+def fallback_note(failed: int, smaller: int, minimum: int) -> str:
+    """The reason fragment recorded when a workspace allocation ran out of memory and
+    the plan was made again with ``smaller`` bytes (cuTENSOR's ``minimum`` estimate, or
+    none)."""
+    again = (f"cuTENSOR's minimum estimate of {minimum} bytes" if smaller == minimum
+             else f"{smaller} bytes")
+    return f"workspace of {failed} bytes hit out-of-memory: planned again with {again}"
