@@ -19,7 +19,7 @@ import numpy as np
 from cupy.lib.stride_tricks import as_strided
 
 from gpu_tc.errors import BackendError, MemoryLimitError, OperandError
-from gpu_tc.options import Options
+from gpu_tc.options import Options, UnaryOp
 from gpu_tc.problem import (
     ContractionProblem,
     ElementwiseProblem,
@@ -31,6 +31,7 @@ from gpu_tc.problem import (
 
 from . import libraries
 from .cupy_kernels import (
+    INTEGRAL,
     CupyContractionPlan,
     CupyElementwisePlan,
     CupyPermutationPlan,
@@ -58,6 +59,12 @@ def _cutensor_plans() -> Any:
     from . import elementwise, plans
 
     return plans, elementwise
+
+
+def _cupy_reason(unary: dict[str, UnaryOp], dtype: str) -> str | None:
+    """Why an operation with these unary operators on ``dtype`` data runs on CuPy's
+    kernels (integers and bools; operators cuTENSOR refuses), or None for cuTENSOR."""
+    return INTEGRAL if integral(dtype) else refused_unary(unary, dtype)
 
 
 def _within(plan: Any, options: Options, what: str) -> Any:
@@ -122,8 +129,7 @@ class GpuBackend:
             if type(x) is not cupy.ndarray:
                 return None
             memory = x.data
-            if memory.device_id != device or (x.itemsize and any(
-                    s % x.itemsize for s in x.strides)):
+            if memory.device_id != device or not GpuBackend.whole_strides(x):
                 return None
             key += (x.shape, x.strides, x.dtype, pointer_alignment(memory.ptr))
         return tuple(key)
@@ -210,11 +216,9 @@ class GpuBackend:
         refuses; nothing when B is empty)."""
         if 0 in problem.b.extents:
             return EmptyPlan("the result is empty")
-        if integral(problem.b.dtype):
-            return _within(CupyPermutationPlan(problem), options, "permutation")
-        refused = refused_unary({"op_a": problem.op_a}, problem.b.dtype)
-        if refused:
-            return _within(CupyPermutationPlan(problem, refused), options, "permutation")
+        cupy_reason = _cupy_reason({"op_a": problem.op_a}, problem.b.dtype)
+        if cupy_reason:
+            return _within(CupyPermutationPlan(problem, cupy_reason), options, "permutation")
         plans, _ = _cutensor_plans()
         return plans.CutensorPermutationPlan(problem, cupy.cuda.runtime.getDevice())
 
@@ -225,11 +229,9 @@ class GpuBackend:
             return EmptyPlan("the result is empty")
         if 0 in problem.a.extents:
             return EmptySumReductionPlan(problem)
-        if integral(problem.d.dtype):
-            return _within(CupyReductionPlan(problem), options, "reduction")
-        refused = refused_unary({"op_a": problem.op_a}, problem.d.dtype)
-        if refused:
-            return _within(CupyReductionPlan(problem, refused), options, "reduction")
+        cupy_reason = _cupy_reason({"op_a": problem.op_a}, problem.d.dtype)
+        if cupy_reason:
+            return _within(CupyReductionPlan(problem, cupy_reason), options, "reduction")
         plans, _ = _cutensor_plans()
         return plans.CutensorReductionPlan(problem, options, cupy.cuda.runtime.getDevice())
 
@@ -238,14 +240,12 @@ class GpuBackend:
         integers and for what cuTENSOR refuses)."""
         if 0 in problem.d.extents:
             return EmptyPlan("the result is empty")
-        if integral(problem.d.dtype):
-            return _within(CupyElementwisePlan(problem), options, "element-wise operation")
         unary = {"op_a": problem.op_a, "op_c": problem.op_c}
         if problem.b is not None:
             unary["op_b"] = problem.op_b
-        refused = refused_unary(unary, problem.d.dtype)
-        if refused:
-            return _within(CupyElementwisePlan(problem, refused), options,
+        cupy_reason = _cupy_reason(unary, problem.d.dtype)
+        if cupy_reason:
+            return _within(CupyElementwisePlan(problem, cupy_reason), options,
                            "element-wise operation")
         _, elementwise = _cutensor_plans()
         return elementwise.CutensorElementwisePlan(problem, cupy.cuda.runtime.getDevice())

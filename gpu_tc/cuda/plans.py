@@ -195,8 +195,8 @@ class CutensorPermutationPlan(PlanDefaults):
         ta = TensorDescriptor(handle, self._a.spec, alignments[0])
         tb = TensorDescriptor(handle, self._b.spec, alignments[1])
         p = self.problem
+        op_a = cutensor_unary(p.op_a, p.b.dtype)
         try:
-            op_a = cutensor_unary(p.op_a, p.b.dtype)
             op = OperationDescriptor.permutation(handle, ta, op_a, tb, p.b.dtype)
             return PlannedOperation(handle, op, None, self.context, uses_workspace=False)
         except BackendError as err:
@@ -204,8 +204,7 @@ class CutensorPermutationPlan(PlanDefaults):
                 raise
         try:
             op = OperationDescriptor.elementwise(
-                handle, [(ta, cutensor_unary(p.op_a, p.b.dtype)), (tb, IDENTITY)], tb,
-                [int(BinaryOp.ADD)], p.b.dtype,
+                handle, [(ta, op_a), (tb, IDENTITY)], tb, [int(BinaryOp.ADD)], p.b.dtype
             )
             operation = PlannedOperation(handle, op, None, self.context, uses_workspace=False)
         except BackendError as err:
