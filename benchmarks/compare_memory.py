@@ -91,6 +91,10 @@ def timing_rows(selected, limit: int, repeat: int, settle: int) -> list[dict]:
         error = float(np.abs(got - expected).max() / max(np.abs(expected).max(), 1e-300))
         row = {"id": case.id, "expr": case.expr, "error": error,
                **{f"{k}_s": statistics.median(v) for k, v in times.items()},
+               **{f"{k}_runs": v for k, v in times.items()},
+               # Each repeat's default call over the unbounded call beside it: a drift
+               # of the host between repeats cancels.
+               "paired": [d / u for d, u in zip(times["default"], times["unbounded"])],
                **{f"{k}_bytes": p.temporary_bytes for k, p in plans.items()},
                "default_reason": plans["default"].reason}
         rows.append(row)
@@ -187,20 +191,28 @@ def timing_markdown(doc: dict) -> str:
         f"# Time of bounded copies, TCCG {doc['dtype']} at full extents (CPU)", "",
         "Per case, three held plans of one build side by side, interleaved: the default "
         "budget, unbounded (`memory_limit=2**62`) and the limit; median of the warm "
-        "calls after the settling rounds. Error: the limit's result against "
-        "numpy.einsum, relative to its largest element.", "",
+        "calls after the settling rounds; paired: the median (slowest-fastest) over the "
+        "repeats of each default call's time over the unbounded call's beside it. Error: "
+        "the limit's result against numpy.einsum, relative to its largest element.", "",
         f"Host: {doc['host']}. Command: `{doc['command']}` (commit {doc['commit']}).", "",
-        "| case | expression | unbounded s | default s | x | default MiB | limit s | x | "
-        "limit MiB | error |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| case | expression | unbounded s | default s | x | paired x | default MiB | "
+        "limit s | x | limit MiB | error |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     ratios: dict[str, list[float]] = {"default": [], "limit": []}
+    paired: list[float] = []
     for row in rows:
         cells = [str(row["id"]), f"`{row['expr']}`", f"{row['unbounded_s']:.3f}"]
         for name in ratios:
             ratio = row[f"{name}_s"] / row["unbounded_s"]
             ratios[name].append(ratio)
             cells += [f"{row[f'{name}_s']:.3f}", f"{ratio:.3f}"]
+            if name == "default" and "paired" in row:
+                pairs = row["paired"]
+                paired.append(statistics.median(pairs))
+                cells.append(f"{paired[-1]:.3f} ({min(pairs):.3f}-{max(pairs):.3f})")
+            elif name == "default":
+                cells.append("")
             cells.append(f"{row[f'{name}_bytes'] / MIB:.1f}")
         cells.append(f"{row['error']:.1e}")
         lines.append("| " + " | ".join(cells) + " |")
@@ -211,7 +223,10 @@ def timing_markdown(doc: dict) -> str:
     within = sum(r <= 1.05 for r in ratios["default"])
     lines += ["", f"Default budget / unbounded: geomean {geomean(ratios['default']):.3f}, "
               f"{min(ratios['default']):.3f}-{max(ratios['default']):.3f}, {within} of "
-              f"{len(rows)} cases within 5%. Limit / unbounded: geomean "
+              f"{len(rows)} cases within 5%"
+              + (f"; paired {geomean(paired):.3f}, {min(paired):.3f}-{max(paired):.3f}, "
+                 f"{sum(r <= 1.05 for r in paired)} of {len(paired)} within 5%" if paired else "")
+              + ". Limit / unbounded: geomean "
               f"{geomean(ratios['limit']):.3f}, {min(ratios['limit']):.3f}-"
               f"{max(ratios['limit']):.3f}."]
     return "\n".join(lines) + "\n"

@@ -197,9 +197,12 @@ def test_the_compiled_sums_are_built():
 
 def test_without_the_compiled_sums_long_sums_warn_once_and_use_numpy():
     """An install that could not build the extension (no C compiler): one warning, then
-    the ufunc reduction, with NumPy's result."""
+    the ufunc reduction, with NumPy's result. Two CPUs are claimed: on one, no
+    threaded plan is offered, so the kernel is never wanted."""
     code = (
-        "import sys, warnings, numpy as np, gpu_tc\n"
+        "import os, sys, warnings, numpy as np\n"
+        "os.cpu_count = lambda: 2\n"
+        "import gpu_tc\n"
         "sys.modules['cpu_fallback._sums'] = None\n"
         "a = np.random.default_rng(0).standard_normal((512, 2048))\n"
         "with warnings.catch_warnings(record=True) as caught:\n"
