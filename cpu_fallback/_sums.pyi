@@ -7,7 +7,7 @@ import numpy as np
 def strided(
     src: np.ndarray, dst: np.ndarray, src_type: str, dst_type: str, kind: int,
     kept_src: np.ndarray, kept_dst: np.ndarray, summed_src: np.ndarray, n: int, ss: int,
-    ds: int, threads: int,
+    ds: int, threads: int, split: bool = False,
 ) -> None: ...
 def pairwise(
     src: np.ndarray, dst: np.ndarray, type: str, row_src: np.ndarray, row_dst: np.ndarray,

@@ -43,16 +43,18 @@ def strided_sum_plans(problem: ReductionProblem,
             or sum_layout(problem, problem.d) is None):
         return ()
     if a.dtype != problem.d.dtype:
-        return kernel_plans(problem)
-    return (CpuReductionPlan(problem, budget, by_einsum=True), *kernel_plans(problem))
+        return kernel_plans(problem, budget)
+    return (CpuReductionPlan(problem, budget, by_einsum=True), *kernel_plans(problem, budget))
 
 
-def kernel_plans(problem: ReductionProblem) -> tuple[KernelSumPlan, ...]:
+def kernel_plans(problem: ReductionProblem,
+                 budget: int | None = None) -> tuple[KernelSumPlan, ...]:
     """The compiled plans of a SUM of a strided view: on one thread, and threaded where
-    the outer loop has more than one index, each adding rows and, for a kept inner axis
-    of non-unit stride, summing columns too; none where they do not apply (an operator,
-    another reduction, a pair of dtypes they do not sum, a small or contiguous sum, the
-    kernel not built)."""
+    the outer loop has more than one index or the middle rows can be shared (see
+    :func:`split_copies`), each adding rows and, for a kept inner axis of non-unit
+    stride, summing columns too; none where they do not apply (an operator, another
+    reduction, a pair of dtypes they do not sum, a small or contiguous sum, the kernel
+    not built)."""
     a = problem.a
     if (problem.op_reduce is not ReduceOp.SUM or problem.op_a is not UnaryOp.IDENTITY
             or a.dtype not in _DTYPES or a.size < MIN_ELEMENTS):
@@ -68,12 +70,35 @@ def kernel_plans(problem: ReductionProblem) -> tuple[KernelSumPlan, ...]:
     # faster on 64^4 partial traces ('ijkj->ik', 'kjij->ik'), 1.3-1.4x slower on
     # 'ijkj->ik' of 256 x 16 x 256 x 16 (a Zen 3 host), so both are timed.
     columns = layout.inner_kept and abs(layout.inner[1]) != 1 and layout.summed_src.size > 1
-    threads = (False, True) if layout.kept_src.size > 1 else (False,)
-    return tuple(
-        KernelSumPlan(problem, layout, threaded=threaded, by_column=by_column)
-        for by_column in ((False, True) if columns else (False,))
-        for threaded in threads
-    )
+    copies = split_copies(problem, layout, kernel.threads(), budget)
+    plans = [KernelSumPlan(problem, layout)]
+    if copies is not None:
+        plans.append(KernelSumPlan(problem, layout, threaded=True, copies=copies))
+    elif layout.kept_src.size > 1:
+        plans.append(KernelSumPlan(problem, layout, threaded=True))
+    if columns:
+        plans.append(KernelSumPlan(problem, layout, by_column=True))
+        if layout.kept_src.size > 1:
+            plans.append(KernelSumPlan(problem, layout, threaded=True, by_column=True))
+    return tuple(plans)
+
+
+def split_copies(problem: ReductionProblem, layout: SumLayout, threads: int,
+                 budget: int | None) -> int | None:
+    """The bytes of D's copies where the threaded kernel shares the middle rows instead
+    of the outer indices (fewer outer indices than threads, e.g. 'abcd->d'): each thread
+    sums its share of the rows into its own copy of D's span, then the copies are added
+    in order; None where that does not apply, or where the copies would exceed
+    ``budget`` or an eighth of A's elements (their extra pass would cost more than the
+    threads win)."""
+    parts = min(threads, layout.summed_src.size)
+    if threads < 2 or layout.kept_src.size >= threads or parts < 2:
+        return None
+    elements = parts * max(layout.dst_span, problem.d.size)  # D's span, or a new D's
+    if elements * 8 > problem.a.size:
+        return None
+    copies = elements * np.dtype(problem.d.dtype).itemsize
+    return None if budget is not None and copies > budget else copies
 
 
 class FoldedSumPlan(PlanDefaults):
@@ -117,10 +142,13 @@ class KernelSumPlan(FoldedSumPlan):
     thread or (``threaded``) with the outer loop shared among OpenMP's threads."""
 
     def __init__(self, problem: ReductionProblem, layout: SumLayout,
-                 threaded: bool = False, by_column: bool = False) -> None:
+                 threaded: bool = False, by_column: bool = False,
+                 copies: int | None = None) -> None:
         super().__init__(problem, layout)
         self._parallel = threaded
         self._by_column = by_column
+        self.temporary_bytes = copies or 0
+        self._split = min(kernel_threads(), layout.summed_src.size) if copies else 0
         kind = "column-loops" if by_column else "loops"
         self.route = f"reduce:threaded-{kind}" if threaded else f"reduce:{kind}"
         n, stride, _ = layout.inner
@@ -128,6 +156,9 @@ class KernelSumPlan(FoldedSumPlan):
         if by_column:
             inner += ", each element summed over the middle indices"
         threads = "OpenMP's threads" if threaded else "one thread"
+        if copies is not None:
+            threads += (f" sharing the middle indices, each into its own copy of D "
+                        f"({copies} bytes), the copies then added in order")
         self.reason = (
             f"SUM by compiled loops on a strided view, no copy of A: inner axis {inner} "
             f"({n} x stride {stride}), {layout.kept_src.size} outer x "
@@ -140,7 +171,13 @@ class KernelSumPlan(FoldedSumPlan):
     def _sum(self, source: Any, destination: Any, layout: SumLayout) -> None:
         kernel = _kernels()
         assert kernel is not None  # kernel_plans loaded it
-        kernel.run(layout, source, destination, self._parallel, self._by_column)
+        kernel.run(layout, source, destination, self._parallel, self._by_column, self._split)
+
+
+def kernel_threads() -> int:
+    """The threaded kernel's thread count (1 without the kernel)."""
+    kernel = _kernels()
+    return 1 if kernel is None else kernel.threads()
 
 
 def _kernels() -> ModuleType | None:

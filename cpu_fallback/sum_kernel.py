@@ -59,11 +59,13 @@ def memory(array: np.ndarray, base: int, span: int, writeable: bool) -> np.ndarr
 
 
 def run(layout: SumLayout, source: np.ndarray, destination: np.ndarray, parallel: bool,
-        by_column: bool = False) -> None:
+        by_column: bool = False, split: int = 0) -> None:
     """Write the sum ``layout`` describes of ``source`` (a strided view) into
     ``destination``; ``parallel`` shares the outer loop among OpenMP's threads (not in
-    a forked child: openmp.forked); ``by_column`` sums a kept inner axis element by
-    element over the middle indices (COLUMNS) instead of adding rows.
+    a forked child: openmp.forked), or with ``split`` > 1 the middle rows in at most
+    that many parts, each summed into its own copy of the destination's span, the
+    copies then added in order; ``by_column`` sums a kept inner axis element by element
+    over the middle indices (COLUMNS) instead of adding rows.
 
     The kernel checks that every element it would touch lies inside the two views'
     spans (a ValueError otherwise) and releases the GIL while it sums.
@@ -75,10 +77,11 @@ def run(layout: SumLayout, source: np.ndarray, destination: np.ndarray, parallel
                  _kind(dst_stride, by_column), layout.kept_src, layout.kept_dst,
                  layout.summed_src, n, src_stride, dst_stride)
     if parallel and not openmp.forked():
+        count = threads()
         with openmp.LOCK:
-            _sums.strided(*arguments, threads())
+            _sums.strided(*arguments, min(count, split) if split > 1 else count, split > 1)
     else:
-        _sums.strided(*arguments, 0)
+        _sums.strided(*arguments, 0, False)
 
 
 def _kind(dst_stride: int, by_column: bool = False) -> int:

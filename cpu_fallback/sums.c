@@ -14,9 +14,11 @@
  * pairwise, neighbours first. The result has NumPy's bits however the pieces are shared.
  *
  * With threads > 0 the outer indices (strided) or the pieces (pairwise) are shared
- * among that many OpenMP threads, each writing its own outputs; 0 runs on the calling
- * thread, without a parallel region (a forked child must not start one). The GIL is
- * released while they sum; every offset is checked against the buffers first.
+ * among that many OpenMP threads, each writing its own outputs, or (strided, split) the
+ * middle rows, each thread summing its share into its own copy of the destination, the
+ * copies then added in order; 0 runs on the calling thread, without a parallel region
+ * (a forked child must not start one). The GIL is released while they sum; every
+ * offset is checked against the buffers first.
  */
 #include "kernel_common.h"
 
@@ -59,7 +61,18 @@ typedef struct {
                 D *restrict d = dst + d0;                                                  \
                 for (int64_t j = 0; j < n; j++)                                            \
                     d[j] = 0;                                                              \
-                for (int64_t r = 0; r < m; r++) {                                          \
+                int64_t r = 0;                                                             \
+                if (ss == 1) /* four contiguous rows a pass, added in order: vectors */    \
+                    for (; r + 4 <= m; r += 4) {                                           \
+                        const S *restrict s_0 = src + s0 + summed[r];                      \
+                        const S *restrict s_1 = src + s0 + summed[r + 1];                  \
+                        const S *restrict s_2 = src + s0 + summed[r + 2];                  \
+                        const S *restrict s_3 = src + s0 + summed[r + 3];                  \
+                        _Pragma("GCC ivdep") for (int64_t j = 0; j < n; j++)               \
+                            d[j] = (D)(((((A)d[j] + (A)s_0[j]) + (A)s_1[j]) + (A)s_2[j]) + \
+                                       (A)s_3[j]);                                         \
+                    }                                                                      \
+                for (; r < m; r++) {                                                       \
                     const S *s = src + s0 + summed[r];                                     \
                     for (int64_t j = 0; j < n; j++)                                        \
                         d[j] = (D)((A)d[j] + (A)s[j * ss]);                                \
@@ -169,22 +182,95 @@ static int nest_in_bounds(const Nest *g, int64_t src_len, int64_t dst_len)
     return s_lo >= 0 && s_hi < src_len && d_lo >= 0 && d_hi < dst_len;
 }
 
+/* One thread's share of a strided sum: outer indices k0 .. k1 - 1 of `nest`. */
+typedef struct {
+    void *dst;
+    const Nest *nest;
+    int64_t k0, k1;
+} Part;
+
+/* The parts run by `fn` on `threads` OpenMP threads, each thread leaving the caller's
+ * CPU (kernel_common.h). */
+static void run_parts(StridedFn fn, const void *src, const Part *parts, int64_t count,
+                      int threads)
+{
+    const int caller = launcher_cpu();
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+#endif
+    {
+        leave_cpu(caller);
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (int64_t p = 0; p < count; p++)
+            fn(src, parts[p].dst, parts[p].nest, parts[p].k0, parts[p].k1);
+    }
+}
+
+/* The nest's summed rows cut into `threads` parts in order (for fewer outer indices
+ * than threads), each part summed on its own thread into its own copy of D's span, and
+ * the copies added into D part by part (by `add`, D's type summed into itself). 0, or -1
+ * with an error set. */
+static int split_rows(StridedFn fn, StridedFn add, Py_buffer *src, Py_buffer *dst,
+                      size_t dst_size, const Nest *g, int threads)
+{
+    const int64_t span = (int64_t)(dst->len / (Py_ssize_t)dst_size);
+    const int64_t parts = g->n_summed < threads ? g->n_summed : threads;
+    char *copies = malloc((size_t)(parts * span) * dst_size);
+    Nest *nests = malloc((size_t)parts * sizeof(Nest));
+    Part *shares = malloc((size_t)parts * sizeof(Part));
+    int64_t *offsets = malloc((size_t)parts * sizeof(int64_t));
+    if (copies == NULL || nests == NULL || shares == NULL || offsets == NULL) {
+        free(copies);
+        free(nests);
+        free(shares);
+        free(offsets);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int64_t p = 0; p < parts; p++) {
+        const int64_t lo = p * g->n_summed / parts, hi = (p + 1) * g->n_summed / parts;
+        nests[p] = *g;
+        nests[p].summed_src = g->summed_src + lo;
+        nests[p].n_summed = hi - lo;
+        offsets[p] = p * span;
+        shares[p] = (Part){copies + (size_t)(p * span) * dst_size, &nests[p], 0, g->n_kept};
+    }
+    /* Each outer index's outputs in the copies, summed over the parts: an inner axis
+     * summed leaves one element per index (a row of one). */
+    const int registers = g->kind == KIND_REGISTERS;
+    const Nest sum = {registers ? KIND_ROWS : g->kind, g->kept_dst, g->kept_dst, offsets,
+                      g->n_kept, parts, registers ? 1 : g->n, g->ds, g->ds};
+    Py_BEGIN_ALLOW_THREADS
+    run_parts(fn, src->buf, shares, parts, threads);
+    add(copies, dst->buf, &sum, 0, g->n_kept);
+    Py_END_ALLOW_THREADS
+    free(copies);
+    free(nests);
+    free(shares);
+    free(offsets);
+    return 0;
+}
+
 PyDoc_STRVAR(strided_doc,
 "strided(src, dst, src_type, dst_type, kind, kept_src, kept_dst, summed_src, n, ss, ds,\n"
-"        threads)\n"
+"        threads, split=False)\n"
 "--\n\n"
 "Sum buffer src into writable buffer dst as the loop nest says (see\n"
 "cpu_fallback.sum_kernel.run); the types are NumPy's kind and bytes ('f8', 'i1', ...).\n"
-"threads > 0 shares the outer indices among that many OpenMP threads.");
+"threads > 0 shares the outer indices among that many OpenMP threads, or with split\n"
+"the middle rows, each part into its own copy of dst, the copies then added in order.");
 
 static PyObject *strided(PyObject *self, PyObject *args)
 {
     Py_buffer src, dst, kept_src, kept_dst, summed_src;
     const char *src_name, *dst_name;
-    int kind, threads;
+    int kind, threads, split = 0;
     long long n, ss, ds;
-    if (!PyArg_ParseTuple(args, "y*w*ssiy*y*y*LLLi:strided", &src, &dst, &src_name, &dst_name,
-                          &kind, &kept_src, &kept_dst, &summed_src, &n, &ss, &ds, &threads))
+    if (!PyArg_ParseTuple(args, "y*w*ssiy*y*y*LLLi|p:strided", &src, &dst, &src_name,
+                          &dst_name, &kind, &kept_src, &kept_dst, &summed_src, &n, &ss, &ds,
+                          &threads, &split))
         return NULL;
     PyObject *result = NULL;
     Nest g = {kind, NULL, NULL, NULL, (int64_t)(kept_src.len / 8),
@@ -211,25 +297,30 @@ static PyObject *strided(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "the loop nest reaches outside the buffers");
         goto done;
     }
-    Py_BEGIN_ALLOW_THREADS
-    if (threads == 0 || g.n_kept == 1) {
-        fn(src.buf, dst.buf, &g, 0, g.n_kept);
-    } else {
-        const int64_t parts = g.n_kept < threads ? g.n_kept : threads;
-        const int caller = launcher_cpu();
-#ifdef _OPENMP
-#pragma omp parallel num_threads(threads)
-#endif
-        {
-            leave_cpu(caller);
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-            for (int64_t p = 0; p < parts; p++)
-                fn(src.buf, dst.buf, &g, p * g.n_kept / parts, (p + 1) * g.n_kept / parts);
-        }
+    if (split && threads > 1 && g.n_summed > 1 && kind != KIND_COLUMNS) {
+        if (split_rows(fn, strided_fn(d, d), &src, &dst, type_sizes[d], &g, threads) == 0)
+            result = Py_NewRef(Py_None);
+        goto done;
     }
+    if (threads == 0 || g.n_kept == 1) {
+        Py_BEGIN_ALLOW_THREADS
+        fn(src.buf, dst.buf, &g, 0, g.n_kept);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    const int64_t parts = g.n_kept < threads ? g.n_kept : threads;
+    Part *shares = malloc((size_t)parts * sizeof(Part));
+    if (shares == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int64_t p = 0; p < parts; p++)
+        shares[p] = (Part){dst.buf, &g, p * g.n_kept / parts, (p + 1) * g.n_kept / parts};
+    Py_BEGIN_ALLOW_THREADS
+    run_parts(fn, src.buf, shares, parts, threads);
     Py_END_ALLOW_THREADS
+    free(shares);
     result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&src);
@@ -273,7 +364,7 @@ typedef struct {
                                                                                            \
     /* Tasks first .. last - 1 (piece task % pieces of row task / pieces): each the row's \
      * sum when a row is one piece, else partial[task]. 1 if a program overflows STACK. */ \
-    CLONES static int pieces_##T(const TYPE *restrict src, TYPE *restrict dst,              \
+    CLONES static int pieces_##T(const TYPE *restrict src, TYPE *restrict dst,             \
                                  const Program *p, TYPE *restrict partial, int64_t first,  \
                                  int64_t last)                                             \
     {                                                                                      \

@@ -10,7 +10,7 @@ import pytest
 from numpy.lib.stride_tricks import as_strided
 
 import gpu_tc
-from cpu_fallback import reduction
+from cpu_fallback import reduction, sum_kernel
 from cpu_fallback.measure import RUN
 from cpu_fallback.reduction import CpuReductionPlan
 from cpu_fallback.strided_sum import MIN_ELEMENTS, kernel_plans, strided_sum_plans
@@ -66,12 +66,57 @@ def test_only_large_identity_sums_of_summable_dtypes_get_the_plans():
     assert kernel_plans(ReductionProblem(small, _out(small, "j"))) == ()
 
 
-def test_a_single_outer_index_has_nothing_to_share_among_threads():
-    # 'abcd->d' of a C-ordered 64^4 array: one output row, every other index summed
+def test_a_single_outer_index_shares_the_middle_rows_among_threads(rng, monkeypatch):
+    """'abcd->d' of a C-ordered 64^4 array: one output row, every other index summed.
+    Threaded, each thread sums its share of the rows into its own copy of D (counted as
+    temporary bytes), the copies then added: the sum, to rounding; with a budget under
+    the copies, or one thread, the loops run on one thread only."""
+    monkeypatch.setattr(sum_kernel, "threads", lambda: 2)
     a = _spec("abcd", (64,) * 4, (64**3, 64**2, 64, 1))
-    plans = kernel_plans(ReductionProblem(a, _out(a, "d")))
-    assert [plan.route for plan in plans] == ["reduce:loops"]
-    assert "one thread" in plans[0].reason
+    problem = ReductionProblem(a, _out(a, "d"))
+    plans = kernel_plans(problem)
+    assert [plan.route for plan in plans] == ["reduce:loops", "reduce:threaded-loops"]
+    assert "one thread" in plans[0].reason and plans[0].temporary_bytes == 0
+    assert "sharing the middle indices" in plans[1].reason
+    assert plans[1].temporary_bytes == 2 * 64 * 8
+    x = rng.standard_normal((64,) * 4)
+    for plan in plans:
+        d = np.full(64, 7.0)
+        plan.execute((x,), d, Scalars(), None)
+        np.testing.assert_allclose(d, x.sum(axis=(0, 1, 2)), rtol=1e-12, atol=1e-10)
+    assert [p.route for p in kernel_plans(problem, budget=2 * 64 * 8 - 1)] == ["reduce:loops"]
+    monkeypatch.setattr(sum_kernel, "threads", lambda: 1)
+    assert [p.route for p in kernel_plans(problem)] == ["reduce:loops"]
+
+
+@pytest.mark.parametrize("step", [1, 2])
+@pytest.mark.parametrize("dtype", ["float64", "int8", "complex64"])
+def test_shared_rows_split_in_order_and_add_the_copies_in_order(dtype, step, monkeypatch):
+    """Three threads share 1001 rows of 'abc->c' (rows 0-332, 333-666, 667-1000): the
+    result is the first part's sum plus the second's plus the third's, bit for bit
+    (int8 wraps as NumPy's sums do; each part's rows added in order, four at a time
+    and then the remainder where D is contiguous), into D at a stride of 1 or 2; the
+    elements between are left alone."""
+    monkeypatch.setattr(sum_kernel, "threads", lambda: 3)
+    values = np.arange(7 * 143 * 40) % 11 - 5
+    x = (values * 1.25 if dtype != "int8" else values * 37).astype(dtype).reshape(7, 143, 40)
+    a = _spec("abc", x.shape, (143 * 40, 40, 1), x.dtype.char)
+    problem = ReductionProblem(a, _spec("c", (40,), (step,), x.dtype.char))
+    plan = kernel_plans(problem)[1]
+    assert plan.temporary_bytes == 3 * (39 * step + 1) * x.itemsize  # copies of D's span
+    full = np.full(80, 9, dtype)
+    plan.execute((x,), full[:40 * step:step], Scalars(), None)
+    rows = x.reshape(1001, 40)
+    parts = [rows[:333].sum(axis=0, dtype=dtype), rows[333:667].sum(axis=0, dtype=dtype),
+             rows[667:].sum(axis=0, dtype=dtype)]
+    expected = (np.zeros(40, dtype) + parts[0] + parts[1] + parts[2]).astype(dtype)
+    np.testing.assert_array_equal(full[:40 * step:step], expected)
+    untouched = np.ones(80, bool)
+    untouched[:40 * step:step] = False
+    np.testing.assert_array_equal(full[untouched], 9)
+    one_thread = np.full(80, 9, dtype)  # the rows in order, as NumPy adds them
+    kernel_plans(problem)[0].execute((x,), one_thread[:40 * step:step], Scalars(), None)
+    np.testing.assert_array_equal(one_thread[:40 * step:step], rows.sum(axis=0, dtype=dtype))
 
 
 @pytest.mark.parametrize(("dtype", "route"), [
@@ -107,8 +152,12 @@ def test_the_loops_sum_as_the_reference_does(rng, dtype, route, view, kept):
     problem = ReductionProblem(spec, _out(spec, kept))
     plans = {plan.route: plan for plan in strided_sum_plans(problem)}
     if "threaded" in route and kept in ("", "k"):
-        assert route not in plans  # i is summed: one outer index to share among threads
-        return
+        # i is summed: one outer index; the middle rows are shared instead, but not by
+        # the column loops, nor on one thread
+        if "column" in route or sum_kernel.threads() < 2:
+            assert route not in plans
+            return
+        assert "sharing the middle indices" in plans[route].reason
     if "column" in route and kept == "":
         assert route not in plans  # the inner axis is summed: no columns to keep
         return
