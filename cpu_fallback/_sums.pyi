@@ -12,6 +12,6 @@ def strided(
 def pairwise(
     src: np.ndarray, dst: np.ndarray, type: str, row_src: np.ndarray, row_dst: np.ndarray,
     offsets: np.ndarray, lengths: np.ndarray, adds: np.ndarray, entries: np.ndarray,
-    chunks: int, threads: int,
+    chunks: int, threads: int, step: int = 1,
 ) -> None: ...
 def max_threads() -> int: ...

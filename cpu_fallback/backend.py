@@ -141,9 +141,10 @@ class CpuBackend:
         with np.errstate(over="ignore"):
             np.copyto(destination, source, casting="unsafe")
 
-    def finish(self, result: np.ndarray) -> Any:
-        """A NumPy scalar for a 0-d result, as numpy.einsum returns."""
-        return result[()] if result.ndim == 0 else result
+    def finish(self, result: Any) -> Any:
+        """A NumPy scalar for a 0-d result, as numpy.einsum returns (a scalar that a
+        fast path already returned passes as it is)."""
+        return result[()] if isinstance(result, np.ndarray) and result.ndim == 0 else result
 
     def contraction_plan(self, problem: ContractionProblem, options: Options) -> PrimitivePlan:
         """A GEMM lowering of ``problem`` (see gpu_tc.gemm) whose copies stay within

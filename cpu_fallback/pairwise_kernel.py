@@ -47,6 +47,7 @@ def run(source: np.ndarray, destination: np.ndarray, layout: RowLayout,
     if parallel and not openmp.forked():
         count = threads()
         with openmp.LOCK:
-            _sums.pairwise(*arguments, min(tasks, CHUNKS_PER_THREAD * count), count)
+            _sums.pairwise(*arguments, min(tasks, CHUNKS_PER_THREAD * count), count,
+                           layout.step)
     else:
-        _sums.pairwise(*arguments, 1, 0)
+        _sums.pairwise(*arguments, 1, 0, layout.step)

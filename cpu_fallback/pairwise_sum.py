@@ -1,4 +1,5 @@
-"""Sums of contiguous stretches on OpenMP's threads, in NumPy's pairwise order.
+"""Sums of contiguous stretches (or evenly spaced runs: diagonals) on OpenMP's
+threads, in NumPy's pairwise order.
 
 Where the summed axes make one contiguous stretch per output element ('ab->',
 'abcd->a'), NumPy's reduction is one pairwise sum per stretch, on one core: memory-bound
@@ -36,35 +37,43 @@ _DTYPES = "fd"
 # 'ab->a' of a square matrix: the threads ran 0.82-0.87x its speed at 512 KB,
 # 0.88-1.9x at 1 MB, 1.7-2.7x at 4 MB).
 MIN_BYTES = 1 << 20
-# Pieces per thread, so that rows of unequal cost even out; no piece shorter than this.
+# Rows whose elements lie apart (a diagonal) cost a cache line, and far apart a page
+# walk, per element: a 4096^2 float64 trace took 33 us on one core (2-core Xeon), so
+# from this many elements a second thread pays for its waking.
+MIN_STRIDED = 1 << 11
+# Pieces per thread, so that rows of unequal cost even out; no piece shorter than this
+# (of a contiguous row, or of a row whose elements lie apart).
 PIECES_PER_THREAD = 4
 MIN_PIECE = 1 << 14
+MIN_STRIDED_PIECE = 1 << 10
 
 
 def pairwise_sum_plans(problem: ReductionProblem) -> tuple[PairwiseSumPlan, ...]:
     """The threaded pairwise plan of a large float SUM whose summed axes are one
-    contiguous stretch per output element, A and D of one dtype; none otherwise, on
-    one core, or without the compiled kernel."""
+    contiguous stretch or one evenly spaced run (a diagonal) per output element, A and
+    D of one dtype; none otherwise, on one core, or without the compiled kernel."""
     a, d = problem.a, problem.d
     if (problem.op_reduce is not ReduceOp.SUM or problem.op_a is not UnaryOp.IDENTITY
             or a.dtype not in _DTYPES or d.dtype != a.dtype
-            or a.size * np.dtype(a.dtype).itemsize < MIN_BYTES
             or (os.cpu_count() or 1) < 2):
         return ()
     layout = row_layout(problem, d)
-    if layout is None or _kernel() is None:
+    large = (a.size * np.dtype(a.dtype).itemsize >= MIN_BYTES if layout is None
+             or layout.step == 1 else a.size >= MIN_STRIDED)
+    if layout is None or not large or _kernel() is None:
         return ()
-    pieces = pieces_per_row(layout.row_src.size, layout.length, os.cpu_count() or 1)
+    pieces = pieces_per_row(layout.row_src.size, layout.length, os.cpu_count() or 1,
+                            MIN_PIECE if layout.step == 1 else MIN_STRIDED_PIECE)
     if layout.row_src.size * pieces < 2:
         return ()
     return (PairwiseSumPlan(problem, layout, pieces),)
 
 
-def pieces_per_row(rows: int, length: int, threads: int) -> int:
+def pieces_per_row(rows: int, length: int, threads: int, min_piece: int = MIN_PIECE) -> int:
     """How many pieces to cut each row into: the least power of two giving every thread
-    PIECES_PER_THREAD pieces, fewer where a piece would be shorter than MIN_PIECE."""
+    PIECES_PER_THREAD pieces, fewer where a piece would be shorter than ``min_piece``."""
     pieces = 1
-    while rows * pieces < PIECES_PER_THREAD * threads and length // (2 * pieces) >= MIN_PIECE:
+    while rows * pieces < PIECES_PER_THREAD * threads and length // (2 * pieces) >= min_piece:
         pieces *= 2
     return pieces
 
@@ -79,9 +88,10 @@ class PairwiseSumPlan(FoldedSumPlan):
         self._program = leaf_program(cuts(layout.length, pieces))
         self.route = "reduce:threaded-pairwise"
         cut = f", each cut into {pieces} pieces" if pieces > 1 else ""
+        spacing = "contiguous elements" if layout.step == 1 else f"elements {layout.step} apart"
         self.reason = (
             f"SUM by OpenMP's threads in NumPy's pairwise order, no copy of A: "
-            f"{layout.row_src.size} stretch(es) of {layout.length} contiguous elements{cut}"
+            f"{layout.row_src.size} stretch(es) of {layout.length} {spacing}{cut}"
         )
 
     def _layout(self, problem: ReductionProblem, d: TensorSpec) -> RowLayout | None:

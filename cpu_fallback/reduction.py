@@ -79,7 +79,7 @@ def pairwise_split(problem: ReductionProblem, threads: int) -> tuple[int, np.nda
             or a.dtype not in "fd" or d.dtype != a.dtype):
         return None
     layout = row_layout(problem, d)
-    if layout is None:
+    if layout is None or layout.step != 1:
         return None
     axis = max((i for i, e in enumerate(a.extents) if e > 1 and a.labels[i] not in d.labels),
                key=lambda i: a.strides[i])

@@ -85,14 +85,16 @@ def sum_layout(problem: ReductionProblem, d: TensorSpec) -> SumLayout | None:
 
 @dataclass(frozen=True)
 class RowLayout:
-    """A sum whose summed axes make one contiguous stretch of memory, as rows: one per
-    index of the kept axes, each of ``length`` consecutive elements.
+    """A sum whose summed axes make one evenly spaced run of elements per output
+    element (one contiguous stretch, or a diagonal), as rows: one per index of the kept
+    axes, each of ``length`` elements ``step`` apart.
 
     Attributes:
         row_src, row_dst: Per row (the kept axes, the last varying fastest), where it
             starts in the source and where its sum goes in the destination.
         length: The elements of a row.
         src_span, dst_span, src_base, dst_base: As SumLayout's.
+        step: Elements between a row's neighbours in the source (1: contiguous).
     """
 
     row_src: np.ndarray
@@ -102,23 +104,24 @@ class RowLayout:
     dst_span: int
     src_base: int
     dst_base: int
+    step: int = 1
 
 
 def row_layout(problem: ReductionProblem, d: TensorSpec) -> RowLayout | None:
     """``problem``'s sum written into ``d``'s layout, as rows; None unless the summed
-    axes (those of extent > 1) tile one contiguous stretch: ascending strides from 1,
-    each the product of the extents below it (NumPy's reductions coalesce them into one
-    pairwise sum)."""
+    axes (those of extent > 1) make one evenly spaced run: ascending positive strides,
+    the first the step, each the next the step times the product of the extents below
+    it (NumPy's reductions coalesce them into one pairwise sum at that stride)."""
     a = problem.a
     if 0 in a.extents:
         return None
     axes = [i for i, e in enumerate(a.extents) if e > 1]
     summed = sorted((i for i in axes if a.labels[i] not in d.labels), key=lambda i: a.strides[i])
-    if not summed:
+    if not summed or a.strides[summed[0]] < 1:
         return None
-    length = 1
+    step, length = a.strides[summed[0]], 1
     for i in summed:
-        if a.strides[i] != length:
+        if a.strides[i] != step * length:
             return None
         length *= a.extents[i]
     kept = [i for i in axes if a.labels[i] in d.labels]
@@ -128,7 +131,7 @@ def row_layout(problem: ReductionProblem, d: TensorSpec) -> RowLayout | None:
         row_src=offset_table([(a.extents[i], a.strides[i]) for i in kept], src_base),
         row_dst=offset_table([(a.extents[i], d.stride(a.labels[i])) for i in kept], dst_base),
         length=length, src_span=src_span, dst_span=dst_span, src_base=src_base,
-        dst_base=dst_base,
+        dst_base=dst_base, step=step,
     )
 
 

@@ -333,7 +333,7 @@ done:
 
 typedef struct {
     const int64_t *row_src, *row_dst, *offsets, *lengths, *adds, *entries;
-    int64_t rows, pieces;
+    int64_t rows, pieces, step; /* step: elements between a row's neighbours (>= 1) */
 } Program;
 
 /* NumPy's pairwise sum of a block (n <= 128 in NumPy's recursion): under 8 elements
@@ -362,6 +362,28 @@ typedef struct {
         return total;                                                                      \
     }                                                                                      \
                                                                                            \
+    /* The same sums of a block whose elements lie `step` apart (a diagonal). */          \
+    static inline TYPE strided_block_##T(const TYPE *restrict s, int64_t n, int64_t step)  \
+    {                                                                                      \
+        TYPE total = 0;                                                                    \
+        if (n < 8) {                                                                       \
+            for (int64_t i = 0; i < n; i++)                                                \
+                total += s[i * step];                                                      \
+            return total;                                                                  \
+        }                                                                                  \
+        const int64_t end = n - n % 8;                                                     \
+        TYPE r[8];                                                                         \
+        for (int j = 0; j < 8; j++)                                                        \
+            r[j] = s[j * step];                                                            \
+        for (int64_t i = 8; i < end; i += 8)                                               \
+            for (int j = 0; j < 8; j++)                                                    \
+                r[j] += s[(i + j) * step];                                                 \
+        total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));         \
+        for (int64_t i = end; i < n; i++)                                                  \
+            total += s[i * step];                                                          \
+        return total;                                                                      \
+    }                                                                                      \
+                                                                                           \
     /* Tasks first .. last - 1 (piece task % pieces of row task / pieces): each the row's \
      * sum when a row is one piece, else partial[task]. 1 if a program overflows STACK. */ \
     CLONES static int pieces_##T(const TYPE *restrict src, TYPE *restrict dst,             \
@@ -371,12 +393,15 @@ typedef struct {
         TYPE stack[STACK];                                                                 \
         for (int64_t task = first; task < last; task++) {                                  \
             const int64_t row = task / p->pieces, piece = task % p->pieces;                \
-            int64_t offset = p->row_src[row] + p->offsets[piece], top = 0;                 \
+            const int64_t step = p->step;                                                  \
+            int64_t offset = p->row_src[row] + p->offsets[piece] * step, top = 0;          \
             for (int64_t e = p->entries[piece]; e < p->entries[piece + 1]; e++) {          \
                 if (top == STACK || p->adds[e] > top)                                      \
                     return 1;                                                              \
-                stack[top] = block_##T(src + offset, p->lengths[e]);                       \
-                offset += p->lengths[e];                                                   \
+                const int64_t n = p->lengths[e];                                           \
+                stack[top] = step == 1 ? block_##T(src + offset, n)                        \
+                                       : strided_block_##T(src + offset, n, step);         \
+                offset += n * step;                                                        \
                 for (int64_t a = 0; a < p->adds[e]; a++) {                                 \
                     top--;                                                                 \
                     stack[top] = stack[top] + stack[top + 1];                              \
@@ -449,8 +474,8 @@ static int program_in_bounds(const Program *p, int64_t n_entries, int64_t src_le
                 return 0;
             span += p->lengths[e];
         }
-        const int64_t start = p->offsets[piece];
-        if (s_lo + start < 0 || (span > 0 && s_hi + start + span > src_len))
+        const int64_t start = p->offsets[piece] * p->step;
+        if (s_lo + start < 0 || (span > 0 && s_hi + start + (span - 1) * p->step >= src_len))
             return 0;
     }
     return 1;
@@ -458,28 +483,30 @@ static int program_in_bounds(const Program *p, int64_t n_entries, int64_t src_le
 
 PyDoc_STRVAR(pairwise_doc,
 "pairwise(src, dst, type, row_src, row_dst, offsets, lengths, adds, entries, chunks,\n"
-"         threads)\n"
+"         threads, step=1)\n"
 "--\n\n"
 "Write the pairwise sum of each row of buffer src into writable buffer dst, each row\n"
 "cut into the pieces whose recursions the program spells out (see\n"
 "cpu_fallback.pairwise_kernel.run); type 'f4' or 'f8'. threads > 0 shares `chunks`\n"
-"chunks of the pieces among that many OpenMP threads.");
+"chunks of the pieces among that many OpenMP threads. A row's elements lie step\n"
+"elements apart.");
 
 static PyObject *pairwise(PyObject *self, PyObject *args)
 {
     Py_buffer src, dst, row_src, row_dst, offsets, lengths, adds, entries;
     const char *name;
-    long long chunks;
+    long long chunks, step = 1;
     int threads;
-    if (!PyArg_ParseTuple(args, "y*w*sy*y*y*y*y*y*Li:pairwise", &src, &dst, &name, &row_src,
-                          &row_dst, &offsets, &lengths, &adds, &entries, &chunks, &threads))
+    if (!PyArg_ParseTuple(args, "y*w*sy*y*y*y*y*y*Li|L:pairwise", &src, &dst, &name,
+                          &row_src, &row_dst, &offsets, &lengths, &adds, &entries, &chunks,
+                          &threads, &step))
         return NULL;
     PyObject *result = NULL;
     void *partial = NULL;
     int failed = 0;
     const int t = type_of(name);
     Program p = {NULL, NULL, NULL, NULL, NULL, NULL, (int64_t)(row_src.len / 8),
-                 (int64_t)(offsets.len / 8)};
+                 (int64_t)(offsets.len / 8), (int64_t)step};
     const int64_t n_entries = (int64_t)(lengths.len / 8);
     if (t < 0)
         goto done;
@@ -488,9 +515,10 @@ static PyObject *pairwise(PyObject *self, PyObject *args)
         goto done;
     }
     if (p.rows < 1 || p.pieces < 1 || (p.pieces & (p.pieces - 1)) != 0 || chunks < 1 ||
-        threads < 0) {
+        threads < 0 || p.step < 1) {
         PyErr_SetString(PyExc_ValueError,
-                        "needs rows, a power-of-two count of pieces, chunks and threads");
+                        "needs rows, a power-of-two count of pieces, chunks, threads and a "
+                        "positive step");
         goto done;
     }
     if ((p.row_src = table(&row_src, p.rows, "row_src")) == NULL ||

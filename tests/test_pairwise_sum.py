@@ -1,6 +1,6 @@
-"""Sums of contiguous stretches on OpenMP's threads (cpu_fallback.pairwise_sum): the rows,
-the cuts, and results with NumPy's own bits however the rows are cut; the route competes
-with the ufunc reduction by timing."""
+"""Sums of contiguous stretches and of evenly spaced runs (diagonals) on OpenMP's threads
+(cpu_fallback.pairwise_sum): the rows, the cuts, and results with NumPy's own bits
+however the rows are cut; the route competes with the ufunc reduction by timing."""
 
 from __future__ import annotations
 
@@ -53,6 +53,19 @@ def test_rows_are_the_kept_indices_and_the_summed_axes_one_stretch():
     # a reversed kept axis: its rows start from the top of memory
     layout = row_layout(_problem(a[::-1], "abcd", "a"), contiguous_spec("a", (3,), "d"))
     assert layout.src_base == 240 and layout.row_src.tolist() == [240, 120, 0]
+
+
+def test_a_diagonal_or_a_stepped_view_makes_evenly_spaced_rows():
+    a = np.empty((5, 5))
+    layout = row_layout(_problem(a.diagonal(), "a", ""), contiguous_spec("", (), "d"))
+    assert (layout.step, layout.length, layout.row_src.tolist()) == (6, 5, [0])
+    b = np.empty((3, 4, 4))
+    diagonals = np.diagonal(b, axis1=1, axis2=2)  # 'bii->b'
+    layout = row_layout(_problem(diagonals, "ba", "b"), contiguous_spec("b", (3,), "d"))
+    assert (layout.step, layout.length, layout.row_src.tolist()) == (5, 4, [0, 16, 32])
+    c = np.empty((4, 6, 9))[:, :, ::3]  # c and b summed: one run of 18 at a step of 3
+    layout = row_layout(_problem(c, "abc", "a"), contiguous_spec("a", (4,), "d"))
+    assert (layout.step, layout.length, layout.row_src.tolist()) == (3, 18, [0, 54, 108, 162])
 
 
 @pytest.mark.parametrize(("view", "labels", "kept"), [
@@ -130,6 +143,40 @@ def test_the_sum_has_numpys_bits_however_rows_are_cut(case, pieces, dtype):
     np.testing.assert_array_equal(d, np.add.reduce(x, axis=axes))
 
 
+def _stepped_cases(dtype: str):
+    rng = np.random.default_rng(11)
+    square = rng.standard_normal((3001, 3001)).astype(dtype)
+    batch = rng.standard_normal((3, 1100, 1100)).astype(dtype)
+    wide = rng.standard_normal((5, 3 * 4099)).astype(dtype)
+    return [
+        ("ii->", square.diagonal(), "a", "", (0,)),
+        ("bii->b", np.diagonal(batch, axis1=1, axis2=2), "ba", "b", (1,)),
+        ("ab->a every third", wide[:, ::3], "ab", "a", (1,)),
+    ]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("pieces", [1, 2, 8])
+@pytest.mark.parametrize("case", range(3), ids=[c[0] for c in _stepped_cases("d")])
+def test_rows_whose_elements_lie_apart_have_numpys_bits_however_cut(case, pieces, dtype):
+    """Diagonals and stepped views: each row's elements `step` apart, summed as NumPy
+    sums the same view (pairwise at that stride), on one thread or cut into pieces."""
+    from cpu_fallback import pairwise_kernel
+
+    _, x, labels, kept, axes = _stepped_cases(dtype)[case]
+    problem = _problem(x, labels, kept)
+    layout = row_layout(problem, problem.d)
+    assert layout.step > 1
+    expected = np.add.reduce(x, axis=axes)
+    d = np.full(problem.d.extents, np.nan, dtype)
+    PairwiseSumPlan(problem, layout, pieces).execute((x,), d, Scalars(), None)
+    np.testing.assert_array_equal(d, expected)
+    d[...] = np.nan
+    pairwise_kernel.run(x, d, layout, leaf_program(cuts(layout.length, pieces)),
+                        parallel=False)
+    np.testing.assert_array_equal(d, expected)
+
+
 def test_the_one_thread_kernel_has_numpys_bits_too():
     from cpu_fallback import pairwise_kernel
 
@@ -180,12 +227,31 @@ def test_small_sums_and_one_core_get_no_plan(monkeypatch):
     assert pairwise_sum_plans(_problem(np.ones((4, 1 << 15)), "ab", "a")) == ()
 
 
+def test_a_long_diagonal_gets_the_plan_from_2048_elements(monkeypatch):
+    """Elements far apart cost a cache line each: a diagonal is offered the threads from
+    2048 elements (16 KiB of values), cut into pieces of at least 1024."""
+    monkeypatch.setattr(pairwise_sum.os, "cpu_count", lambda: 2)
+    short = np.ones((2047, 2047)).diagonal()
+    assert pairwise_sum_plans(_problem(short, "a", "")) == ()
+    (plan,) = pairwise_sum_plans(_problem(np.ones((4096, 4096)).diagonal(), "a", ""))
+    assert plan.reason.endswith("1 stretch(es) of 4096 elements 4097 apart, each cut into 4 pieces")
+
+
 def test_einsum_times_the_route_against_the_ufunc_and_keeps_numpys_bits(monkeypatch, rng):
     monkeypatch.setattr(pairwise_sum.os, "cpu_count", lambda: 2)
     a = rng.standard_normal((512, 2048))
     plan = gpu_tc.prepare("ab->", a)
     for _ in range(12):
         assert plan.execute(a) == a.sum()
+    assert "measured:" in plan.reason and "reduce:threaded-pairwise " in plan.reason
+
+
+def test_a_trace_times_the_threads_too_and_keeps_numpys_bits(monkeypatch, rng):
+    monkeypatch.setattr(pairwise_sum.os, "cpu_count", lambda: 2)
+    a = rng.standard_normal((4096, 4096))
+    plan = gpu_tc.prepare("ii->", a)
+    for _ in range(12):
+        assert plan.execute(a) == np.trace(a)
     assert "measured:" in plan.reason and "reduce:threaded-pairwise " in plan.reason
 
 
@@ -238,6 +304,11 @@ def test_the_kernel_refuses_a_program_that_does_not_fit():
     _refusal(layout, deeper, "overflows its stack")
     three = LeafProgram(program.offsets[:3], program.lengths, program.adds, program.entries[:4])
     _refusal(layout, three, "power-of-two")
+    # elements 2 apart: 1000 of them reach past a buffer of 1000
+    _refusal(RowLayout(layout.row_src, layout.row_dst, 1000, 1000, 1, 0, 0, step=2), program,
+             "outside the buffers")
+    _refusal(RowLayout(layout.row_src, layout.row_dst, 10, 1000, 1, 0, 0, step=0),
+             leaf_program(cuts(10, 1)), "positive step")
 
 
 def test_a_forked_child_sums_on_its_own_thread_with_the_same_bits():
