@@ -58,15 +58,29 @@ def pairwise_sum_plans(problem: ReductionProblem) -> tuple[PairwiseSumPlan, ...]
             or (os.cpu_count() or 1) < 2):
         return ()
     layout = row_layout(problem, d)
-    large = (a.size * np.dtype(a.dtype).itemsize >= MIN_BYTES if layout is None
-             or layout.step == 1 else a.size >= MIN_STRIDED)
-    if layout is None or not large or _kernel() is None:
+    if layout is None or (layout.step > 1 and not _apart(problem, layout)):
+        return ()
+    large = (a.size * np.dtype(a.dtype).itemsize >= MIN_BYTES if layout.step == 1
+             else a.size >= MIN_STRIDED)
+    if not large or _kernel() is None:
         return ()
     pieces = pieces_per_row(layout.row_src.size, layout.length, os.cpu_count() or 1,
                             MIN_PIECE if layout.step == 1 else MIN_STRIDED_PIECE)
     if layout.row_src.size * pieces < 2:
         return ()
     return (PairwiseSumPlan(problem, layout, pieces),)
+
+
+def _apart(problem: ReductionProblem, layout: RowLayout) -> bool:
+    """Whether rows whose elements lie ``layout.step`` apart keep to their own stretches
+    of memory (every kept axis strides past a row's span: diagonals of a batch), where
+    walking a row at a time reads each cache line for one row only. Rows that interleave
+    ('abcd->ad': neighbours one element apart) would each read the lines the others
+    read too: the ufunc and the loops sum those."""
+    a = problem.a
+    span = (layout.length - 1) * layout.step + 1
+    return all(abs(s) >= span for label, s, n in zip(a.labels, a.strides, a.extents)
+               if n > 1 and label in problem.d.labels)
 
 
 def pieces_per_row(rows: int, length: int, threads: int, min_piece: int = MIN_PIECE) -> int:

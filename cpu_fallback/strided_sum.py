@@ -72,10 +72,10 @@ def kernel_plans(problem: ReductionProblem,
     columns = layout.inner_kept and abs(layout.inner[1]) != 1 and layout.summed_src.size > 1
     copies = split_copies(problem, layout, kernel.threads(), budget)
     plans = [KernelSumPlan(problem, layout)]
+    if layout.kept_src.size > 1:
+        plans.append(KernelSumPlan(problem, layout, threaded=True))
     if copies is not None:
         plans.append(KernelSumPlan(problem, layout, threaded=True, copies=copies))
-    elif layout.kept_src.size > 1:
-        plans.append(KernelSumPlan(problem, layout, threaded=True))
     if columns:
         plans.append(KernelSumPlan(problem, layout, by_column=True))
         if layout.kept_src.size > 1:
@@ -139,7 +139,8 @@ class FoldedSumPlan(PlanDefaults):
 
 class KernelSumPlan(FoldedSumPlan):
     """D = alpha * sum(A) + beta * C by the loop nest of cpu_fallback.sum_layout, on one
-    thread or (``threaded``) with the outer loop shared among OpenMP's threads."""
+    thread or (``threaded``) with the outer loop shared among OpenMP's threads, or, given
+    ``copies`` (their bytes, see :func:`split_copies`), the middle rows."""
 
     def __init__(self, problem: ReductionProblem, layout: SumLayout,
                  threaded: bool = False, by_column: bool = False,

@@ -4,8 +4,9 @@ cpu_fallback.sum_layout for the loop nest).
 Imported through cpu_fallback.kernels by the first sum that uses it; where the extension
 was not built, the import fails and sums run as NumPy reductions. Importing it loads
 OpenMP's library (libgomp), which reads its spin setting then (cpu_fallback.openmp). A
-threaded plan shares the outer loop among OpenMP's threads; every thread writes its own
-outputs.
+threaded plan shares the outer loop among OpenMP's threads, every thread writing its own
+outputs, or (``split``) the middle rows, every thread summing its share into its own
+copy of the destination, the copies then added in order.
 """
 
 from __future__ import annotations

@@ -68,9 +68,12 @@ typedef struct {
                         const S *restrict s_1 = src + s0 + summed[r + 1];                  \
                         const S *restrict s_2 = src + s0 + summed[r + 2];                  \
                         const S *restrict s_3 = src + s0 + summed[r + 3];                  \
-                        _Pragma("GCC ivdep") for (int64_t j = 0; j < n; j++)               \
-                            d[j] = (D)(((((A)d[j] + (A)s_0[j]) + (A)s_1[j]) + (A)s_2[j]) + \
-                                       (A)s_3[j]);                                         \
+                        _Pragma("GCC ivdep") for (int64_t j = 0; j < n; j++) {             \
+                            A t = (A)d[j] + (A)s_0[j]; /* each step rounded to A */        \
+                            t = t + (A)s_1[j];                                             \
+                            t = t + (A)s_2[j];                                             \
+                            d[j] = (D)(t + (A)s_3[j]);                                     \
+                        }                                                                  \
                     }                                                                      \
                 for (; r < m; r++) {                                                       \
                     const S *s = src + s0 + summed[r];                                     \

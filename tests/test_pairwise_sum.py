@@ -235,6 +235,22 @@ def test_a_long_diagonal_gets_the_plan_from_2048_elements(monkeypatch):
     assert pairwise_sum_plans(_problem(short, "a", "")) == ()
     (plan,) = pairwise_sum_plans(_problem(np.ones((4096, 4096)).diagonal(), "a", ""))
     assert plan.reason.endswith("1 stretch(es) of 4096 elements 4097 apart, each cut into 4 pieces")
+    batch = np.diagonal(np.ones((64, 256, 256)), axis1=1, axis2=2)  # 'bii->b'
+    assert len(pairwise_sum_plans(_problem(batch, "ba", "b"))) == 1
+
+
+@pytest.mark.parametrize(("shape", "labels", "kept"), [
+    ((64, 64, 64, 64), "abcd", "ad"),  # rows (a, d): b and c summed, 64 apart
+    ((4096, 4096), "ab", "b"),         # column sums: rows one element apart
+])
+def test_interleaved_stepped_rows_get_no_plan(monkeypatch, shape, labels, kept):
+    """Rows whose elements lie apart but whose neighbours share their cache lines: a
+    row at a time would read every line once per row (a 64^4 'abcd->ad' ran at 5 GB/s
+    so, 40 by the threaded loops)."""
+    monkeypatch.setattr(pairwise_sum.os, "cpu_count", lambda: 2)
+    problem = _problem(np.ones(shape), labels, kept)
+    assert row_layout(problem, problem.d).step > 1
+    assert pairwise_sum_plans(problem) == ()
 
 
 def test_einsum_times_the_route_against_the_ufunc_and_keeps_numpys_bits(monkeypatch, rng):
