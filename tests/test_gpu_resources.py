@@ -44,7 +44,10 @@ def operands(cp: Any, rng: np.random.Generator) -> tuple[list[np.ndarray], list[
 
 def _execute_with_room(cp: Any, plan: Any, inputs: tuple[Any, Any], d: Any, room: int) -> None:
     """Execute ``plan`` on a new stream (no workspace buffer on it yet: the plan must
-    allocate one) while CuPy's pool may grow by ``room`` bytes only."""
+    allocate one) while CuPy's pool may grow by ``room`` bytes only. Arrays that are
+    garbage but not yet collected are freed first: a block they would free during the
+    call could otherwise serve the workspace without the pool growing."""
+    gc.collect()
     pool = cp.get_default_memory_pool()
     pool.free_all_blocks()
     previous = pool.get_limit()
