@@ -87,6 +87,12 @@ class CpuBackend:
         if len(args) == 2:
             subscripts, a = args
             return (subscripts, a.shape, a.strides, a.dtype) if type(a) is np.ndarray else None
+        if len(args) == 4:  # a chain of three
+            subscripts, a, b, c = args
+            if type(a) is np.ndarray and type(b) is np.ndarray and type(c) is np.ndarray:
+                return (subscripts, a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype,
+                        c.shape, c.strides, c.dtype)
+            return None
         key: list[Any] = [args[0]]
         for x in args[1:]:
             if type(x) is not np.ndarray:

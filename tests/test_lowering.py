@@ -189,6 +189,39 @@ def test_a_warm_call_of_small_steps_is_their_matmuls_alone(expr, shapes, rng):
     assert_close(executed, exact, np.float64, scale)
 
 
+@pytest.mark.parametrize("expr, shapes", [
+    ("ii->", [(4, 4)]),
+    ("ij,jk->ik", [(4, 5), (5, 3)]),
+    ("ij,jk,kl->il", [(4, 5), (5, 6), (6, 3)]),
+    ("i,ij,jk,kl->l", [(3,), (3, 4), (4, 5), (5, 2)]),
+])
+def test_the_warm_key_tells_layouts_and_dtypes_apart(expr, shapes, rng):
+    """The CPU backend's flat key, for one to four operands: another layout or dtype of
+    the last operand gives another key (and, through einsum, the right result); an
+    operand that is not exactly a NumPy array gives none."""
+    ops = [random_array(rng, s, np.float64) for s in shapes]
+    gpu_tc.einsum(expr, *ops)  # the backend exists from its first call
+    backend = backend_of_type(np.ndarray)
+    key = backend.warm_key((expr, *ops))
+    assert key is not None and key == backend.warm_key((expr, *[o.copy() for o in ops]))
+    last = ops[-1]
+    others = [np.asfortranarray(last), last.astype(np.float32)]
+    if last.ndim == 2:
+        others.append(np.ascontiguousarray(last.T).T)
+    for other in others:
+        changed = [*ops[:-1], other]
+        if other.strides != last.strides or other.dtype != last.dtype:
+            assert backend.warm_key((expr, *changed)) != key
+        exact, scale = reference_einsum(expr, *changed)
+        assert_close(gpu_tc.einsum(expr, *changed), exact, np.result_type(*changed), scale)
+    assert backend.warm_key((expr, *ops[:-1], last.view(_Subclass))) is None
+    assert backend.warm_key((expr, *ops[:-1], last.tolist())) is None
+
+
+class _Subclass(np.ndarray):
+    """An ndarray subclass: not exactly a NumPy array."""
+
+
 @pytest.mark.parametrize(
     "expr, shapes, order",
     [
