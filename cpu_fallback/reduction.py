@@ -117,10 +117,11 @@ class CpuReductionPlan(PlanDefaults):
         self._split = split_axis(a.extents, a.strides, threads)
         bounds = np.empty(0, int)
         if self._split is not None:
-            bounds = np.linspace(0, a.extents[self._split], threads + 1).astype(int)
             pairwise = (None if by_einsum or self._split not in self._axes
                         else pairwise_split(problem, threads))
-            if pairwise is not None:
+            if pairwise is None:
+                bounds = np.linspace(0, a.extents[self._split], threads + 1).astype(int)
+            else:
                 self._split, bounds = pairwise
                 if bounds.size == 0:
                     self._split = None

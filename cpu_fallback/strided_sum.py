@@ -51,7 +51,7 @@ def kernel_plans(problem: ReductionProblem,
                  budget: int | None = None) -> tuple[KernelSumPlan, ...]:
     """The compiled plans of a SUM of a strided view: on one thread, and threaded where
     the outer loop has more than one index or the middle rows can be shared (see
-    :func:`split_copies`), each adding rows and, for a kept inner axis of non-unit
+    :func:`split_parts`), each adding rows and, for a kept inner axis of non-unit
     stride, summing columns too; none where they do not apply (an operator, another
     reduction, a pair of dtypes they do not sum, a small or contiguous sum, the kernel
     not built)."""
@@ -70,12 +70,12 @@ def kernel_plans(problem: ReductionProblem,
     # faster on 64^4 partial traces ('ijkj->ik', 'kjij->ik'), 1.3-1.4x slower on
     # 'ijkj->ik' of 256 x 16 x 256 x 16 (a Zen 3 host), so both are timed.
     columns = layout.inner_kept and abs(layout.inner[1]) != 1 and layout.summed_src.size > 1
-    copies = split_copies(problem, layout, kernel.threads(), budget)
+    parts = split_parts(problem, layout, kernel.threads(), budget)
     plans = [KernelSumPlan(problem, layout)]
     if layout.kept_src.size > 1:
         plans.append(KernelSumPlan(problem, layout, threaded=True))
-    if copies is not None:
-        plans.append(KernelSumPlan(problem, layout, threaded=True, copies=copies))
+    if parts:
+        plans.append(KernelSumPlan(problem, layout, threaded=True, split=parts))
     if columns:
         plans.append(KernelSumPlan(problem, layout, by_column=True))
         if layout.kept_src.size > 1:
@@ -83,22 +83,28 @@ def kernel_plans(problem: ReductionProblem,
     return tuple(plans)
 
 
-def split_copies(problem: ReductionProblem, layout: SumLayout, threads: int,
-                 budget: int | None) -> int | None:
-    """The bytes of D's copies where the threaded kernel shares the middle rows instead
-    of the outer indices (fewer outer indices than threads, e.g. 'abcd->d'): each thread
-    sums its share of the rows into its own copy of D's span, then the copies are added
-    in order; None where that does not apply, or where the copies would exceed
-    ``budget`` or an eighth of A's elements (their extra pass would cost more than the
-    threads win)."""
+def split_parts(problem: ReductionProblem, layout: SumLayout, threads: int,
+                budget: int | None) -> int:
+    """In how many parts the threaded kernel shares the middle rows instead of the outer
+    indices (fewer outer indices than threads, e.g. 'abcd->d'): each thread sums its
+    share of the rows into its own copy of D's span, then the copies are added in order;
+    0 where that does not apply, or where the copies would exceed ``budget`` or an
+    eighth of A's elements (their extra pass would cost more than the threads win)."""
     parts = min(threads, layout.summed_src.size)
     if threads < 2 or layout.kept_src.size >= threads or parts < 2:
-        return None
-    elements = parts * max(layout.dst_span, problem.d.size)  # D's span, or a new D's
-    if elements * 8 > problem.a.size:
-        return None
-    copies = elements * np.dtype(problem.d.dtype).itemsize
-    return None if budget is not None and copies > budget else copies
+        return 0
+    if _copy_elements(problem, layout, parts) * 8 > problem.a.size:
+        return 0
+    return 0 if budget is not None and copy_bytes(problem, layout, parts) > budget else parts
+
+
+def copy_bytes(problem: ReductionProblem, layout: SumLayout, parts: int) -> int:
+    """The bytes of the ``parts`` copies of D that shared rows are summed into."""
+    return _copy_elements(problem, layout, parts) * np.dtype(problem.d.dtype).itemsize
+
+
+def _copy_elements(problem: ReductionProblem, layout: SumLayout, parts: int) -> int:
+    return parts * max(layout.dst_span, problem.d.size)  # D's span, or a new D's
 
 
 class FoldedSumPlan(PlanDefaults):
@@ -140,16 +146,15 @@ class FoldedSumPlan(PlanDefaults):
 class KernelSumPlan(FoldedSumPlan):
     """D = alpha * sum(A) + beta * C by the loop nest of cpu_fallback.sum_layout, on one
     thread or (``threaded``) with the outer loop shared among OpenMP's threads, or, given
-    ``copies`` (their bytes, see :func:`split_copies`), the middle rows."""
+    ``split`` (a count of parts, see :func:`split_parts`), the middle rows."""
 
     def __init__(self, problem: ReductionProblem, layout: SumLayout,
-                 threaded: bool = False, by_column: bool = False,
-                 copies: int | None = None) -> None:
+                 threaded: bool = False, by_column: bool = False, split: int = 0) -> None:
         super().__init__(problem, layout)
         self._parallel = threaded
         self._by_column = by_column
-        self.temporary_bytes = copies or 0
-        self._split = min(kernel_threads(), layout.summed_src.size) if copies else 0
+        self._split = split
+        self.temporary_bytes = copy_bytes(problem, layout, split) if split else 0
         kind = "column-loops" if by_column else "loops"
         self.route = f"reduce:threaded-{kind}" if threaded else f"reduce:{kind}"
         n, stride, _ = layout.inner
@@ -157,9 +162,9 @@ class KernelSumPlan(FoldedSumPlan):
         if by_column:
             inner += ", each element summed over the middle indices"
         threads = "OpenMP's threads" if threaded else "one thread"
-        if copies is not None:
+        if split:
             threads += (f" sharing the middle indices, each into its own copy of D "
-                        f"({copies} bytes), the copies then added in order")
+                        f"({self.temporary_bytes} bytes), the copies then added in order")
         self.reason = (
             f"SUM by compiled loops on a strided view, no copy of A: inner axis {inner} "
             f"({n} x stride {stride}), {layout.kept_src.size} outer x "
@@ -173,12 +178,6 @@ class KernelSumPlan(FoldedSumPlan):
         kernel = _kernels()
         assert kernel is not None  # kernel_plans loaded it
         kernel.run(layout, source, destination, self._parallel, self._by_column, self._split)
-
-
-def kernel_threads() -> int:
-    """The threaded kernel's thread count (1 without the kernel)."""
-    kernel = _kernels()
-    return 1 if kernel is None else kernel.threads()
 
 
 def _kernels() -> ModuleType | None:

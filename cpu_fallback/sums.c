@@ -339,34 +339,13 @@ typedef struct {
     int64_t rows, pieces, step; /* step: elements between a row's neighbours (>= 1) */
 } Program;
 
-/* NumPy's pairwise sum of a block (n <= 128 in NumPy's recursion): under 8 elements
- * one running sum; else eight (element i into sum i % 8, one vector register) over the
- * multiple of 8, combined as ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)), the
- * rest added one by one. Each lane adds in order: no reassociation. */
+/* NumPy's pairwise sum of a block (n <= 128 in NumPy's recursion) whose elements lie
+ * `step` apart (1: contiguous): under 8 elements one running sum; else eight (element i
+ * into sum i % 8, one vector register) over the multiple of 8, combined as
+ * ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)), the rest added one by one. Each
+ * lane adds in order: no reassociation. */
 #define DEFINE_PAIRWISE(T, TYPE)                                                          \
-    static inline TYPE block_##T(const TYPE *restrict s, int64_t n)                        \
-    {                                                                                      \
-        TYPE total = 0;                                                                    \
-        if (n < 8) {                                                                       \
-            for (int64_t i = 0; i < n; i++)                                                \
-                total += s[i];                                                             \
-            return total;                                                                  \
-        }                                                                                  \
-        const int64_t end = n - n % 8;                                                     \
-        TYPE r[8];                                                                         \
-        for (int j = 0; j < 8; j++)                                                        \
-            r[j] = s[j];                                                                   \
-        for (int64_t i = 8; i < end; i += 8)                                               \
-            for (int j = 0; j < 8; j++)                                                    \
-                r[j] += s[i + j];                                                          \
-        total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));         \
-        for (int64_t i = end; i < n; i++)                                                  \
-            total += s[i];                                                                 \
-        return total;                                                                      \
-    }                                                                                      \
-                                                                                           \
-    /* The same sums of a block whose elements lie `step` apart (a diagonal). */          \
-    static inline TYPE strided_block_##T(const TYPE *restrict s, int64_t n, int64_t step)  \
+    static inline TYPE block_##T(const TYPE *restrict s, int64_t n, int64_t step)          \
     {                                                                                      \
         TYPE total = 0;                                                                    \
         if (n < 8) {                                                                       \
@@ -402,8 +381,9 @@ typedef struct {
                 if (top == STACK || p->adds[e] > top)                                      \
                     return 1;                                                              \
                 const int64_t n = p->lengths[e];                                           \
-                stack[top] = step == 1 ? block_##T(src + offset, n)                        \
-                                       : strided_block_##T(src + offset, n, step);         \
+                /* step 1 spelled out: the contiguous block inlined as vectors */          \
+                stack[top] = step == 1 ? block_##T(src + offset, n, 1)                     \
+                                       : block_##T(src + offset, n, step);                 \
                 offset += n * step;                                                        \
                 for (int64_t a = 0; a < p->adds[e]; a++) {                                 \
                     top--;                                                                 \
