@@ -22,6 +22,7 @@ from gpu_tc.problem import (
 
 from .contraction import CpuContractionPlan
 from .elementwise import CpuElementwisePlan
+from .gathered import gathered_plans
 from .measure import MIN_FLOPS, MeasuredPlan
 from .orientation import OrientationTrial, contraction_flops
 from .pairwise_sum import pairwise_sum_plans
@@ -156,15 +157,20 @@ class CpuBackend:
         """A GEMM lowering of ``problem`` (see gpu_tc.gemm) whose copies stay within
         ``options.memory_limit`` or the default budget (in tiles where they would not);
         where lowerings compete (pack an operand or loop over it, BLAS's GEMM or the
-        small-K kernel's) and the problem has measure.MIN_FLOPS, a plan that times them
-        on its first calls (cpu_fallback.measure)."""
+        small-K kernel's, and where one copies or loops, the small-K kernel on the
+        operands where they lie: cpu_fallback.gathered) and the problem has
+        measure.MIN_FLOPS, a plan that times them on its first calls
+        (cpu_fallback.measure)."""
         budget = default_budget(problem) if options.memory_limit is None else options.memory_limit
         choices = policies(problem)
         if contraction_flops(problem) < MIN_FLOPS:
             return CpuContractionPlan(problem, choices[0], budget)
-        plans = [CpuContractionPlan(problem, policy, budget) for policy in choices]
-        plans += [CpuContractionPlan(problem, plan.policy, budget, small_k=True)
-                  for plan in plans if plan.small_k_serves()]
+        lowered = [CpuContractionPlan(problem, policy, budget) for policy in choices]
+        lowered += [CpuContractionPlan(problem, plan.policy, budget, small_k=True)
+                    for plan in lowered if plan.small_k_serves()]
+        plans: list[PrimitivePlan] = list(lowered)
+        if any(plan.rearranges for plan in lowered):
+            plans += gathered_plans(problem, lowered[0], budget)
         if len(plans) == 1:
             return plans[0]
         return MeasuredPlan(plans, key=f"contraction {problem!r}")

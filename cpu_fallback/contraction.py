@@ -106,6 +106,13 @@ class CpuContractionPlan(PlanDefaults):
         elif not low.d_empty:
             write_scaled(None, d, alpha, beta, c)
 
+    @property
+    def rearranges(self) -> bool:
+        """Whether this plan's product copies an operand, stages D or loops over GEMMs."""
+        low = self.lowering
+        return isinstance(low, GemmLowering) and (
+            low.a.pack or low.b.pack or low.d.pack or len(low.d.shape) > 2)
+
     def small_k_serves(self) -> bool:
         """Whether this plan's product may go through the small-K kernel instead: one
         GEMM (no batch), untiled, D not staged, and an inner extent and dtype the

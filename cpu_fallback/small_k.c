@@ -1,5 +1,5 @@
 /* cpu_fallback._small_k: the GEMM of cpu_fallback.small_k, D = alpha * A @ B for a small
- * inner extent K (at most SMALL_K_MAX).
+ * inner extent K (at most SMALL_K_MAX), on operands of any layout.
  *
  * With few terms per element a GEMM is bound by writing D, not by arithmetic. A BLAS
  * GEMM with beta = 0 first writes zeros over D, then reads and writes it again while it
@@ -7,17 +7,28 @@
  * this kernel writes each tile of D once, from registers. Each thread packs a panel of
  * B (K x NC, zero-padded to whole tiles) into an aligned buffer, then sweeps its rows of
  * D a tile of RB rows by CB columns at a time: the tile's RB x NV vectors stay in
- * registers over the K terms, A's elements are broadcast from wherever they lie (any
- * strides), and D's rows are written along their length (long rows write faster than
- * short pieces of many). D must have unit stride along its columns.
+ * registers over the K terms, A's elements are broadcast from wherever they lie, and
+ * D's rows are written along their length (long rows write faster than short pieces of
+ * many). A tile at the end of D's columns or rows takes as few vectors and rows as it
+ * needs.
+ *
+ * Every element is found by offsets (an Index: a stride, or a table of offsets): the
+ * rows of A and D, the columns of B and D, the K terms of A and B, and a batch of such
+ * products. `gemm` takes strided matrices (D with unit stride along its columns);
+ * `gathered` takes tables, so that a contraction whose labels do not merge into
+ * matrices is computed where its operands lie (cpu_fallback.gathered): the panels of B
+ * are gathered from B's layout (copied whole where a tile's columns lie consecutively),
+ * and a tile of D whose columns are not consecutive is written element by element.
  *
  * Three builds of the loops, one chosen when the module loads: AVX-512 (RB 8, NV 3 of
  * 64 bytes), AVX2 with FMA (RB 4, NV 3 of 32 bytes) and the baseline (RB 4, NV 2 of 16
  * bytes); all are GCC vector extensions, so the compiler picks the instructions. With
- * threads > 0 the (panel, rows) pieces are shared among that many OpenMP threads, each
- * writing its own part of D; 0 runs on the calling thread, without a parallel region (a
+ * threads > 0 the (batch, panel, rows) pieces are shared among that many OpenMP
+ * threads, each writing its own part of D, panels narrowed where there would be fewer
+ * than two pieces a thread; 0 runs on the calling thread, without a parallel region (a
  * forked child must not start one). The GIL is released while it runs; every offset is
- * checked against the buffers first.
+ * checked against the buffers first. Each element of D sums its K terms in order, so
+ * the thread count does not change a bit.
  */
 #include "kernel_common.h"
 
@@ -34,16 +45,32 @@
 /* Rows of D a piece takes at least, so that packing its panel costs little beside it. */
 #define MIN_CHUNK_ROWS 64
 
+/* Where the positions 0, 1, ... of one index group lie (in elements): table[i], or
+ * i * stride where table is NULL. */
 typedef struct {
-    int64_t m, n, k, a_row, a_col, b_row, b_col, d_row;
+    const int64_t *table;
+    int64_t stride;
+} Index;
+
+static inline int64_t at(const Index *x, int64_t i)
+{
+    return x->table != NULL ? x->table[i] : i * x->stride;
+}
+
+/* D[i, j] (at d_rows[i] + d_cols[j]) = alpha * sum over p of A[i, p] (at a_rows[i] +
+ * a_k[p]) * B[p, j] (at b_k[p] + b_cols[j]), for each of `batches` triples of
+ * operands starting at a_batch[t], b_batch[t], d_batch[t]. */
+typedef struct {
+    int64_t m, n, k, batches;
+    Index a_rows, a_k, b_k, b_cols, d_rows, d_cols, a_batch, b_batch, d_batch;
 } Shape;
 
 /* How the product is cut: panels of nc columns of B (a multiple of the tile's cb, at
  * most PANEL_BYTES packed), chunks of rc rows of D (a multiple of the tile's rb, two per
- * thread, at least MIN_CHUNK_ROWS: each piece packs its panel), and the pieces (panel,
- * chunk) the threads share. */
+ * thread, at least MIN_CHUNK_ROWS: each piece packs its panel), and the pieces (batch,
+ * panel, chunk) the threads share: at least two per thread where the columns allow. */
 typedef struct {
-    int64_t nc, rc, chunks, pieces;
+    int64_t nc, rc, chunks, panels, pieces;
 } Split;
 
 static Split split(const Shape *s, int64_t cb, int64_t rb, int64_t size, int threads)
@@ -58,7 +85,14 @@ static Split split(const Shape *s, int64_t cb, int64_t rb, int64_t size, int thr
         w.rc = s->m < MIN_CHUNK_ROWS ? s->m : MIN_CHUNK_ROWS;
     w.rc = (w.rc + rb - 1) / rb * rb;
     w.chunks = (s->m + w.rc - 1) / w.rc;
-    w.pieces = (s->n + w.nc - 1) / w.nc * w.chunks;
+    const int64_t others = w.chunks * s->batches;
+    if (others * ((s->n + w.nc - 1) / w.nc) < 2 * parts) { /* narrower panels */
+        const int64_t panels = (2 * parts + others - 1) / others;
+        const int64_t nc = ((s->n + panels - 1) / panels + cb - 1) / cb * cb;
+        w.nc = nc < w.nc ? nc : w.nc;
+    }
+    w.panels = (s->n + w.nc - 1) / w.nc;
+    w.pieces = w.panels * w.chunks * s->batches;
     return w;
 }
 
@@ -72,113 +106,194 @@ static Split split(const Shape *s, int64_t cb, int64_t rb, int64_t size, int thr
 #define HAVE_ISAS 0
 #endif
 
-/* The loops for element type T, vectors of BYTES, tiles of RB rows by NV vectors, in
- * functions named NAME_* compiled with ISA. NAME_run returns 0, or -1 where a panel
- * buffer could not be allocated. */
+/* The loops for element type T, vectors of BYTES, tiles of at most RB rows by NV
+ * vectors, in functions named NAME_* compiled with ISA. A tile of fewer columns than
+ * NV vectors takes fewer, one of at most RB / 2 rows half the rows (no terms computed
+ * for nothing). NAME_run returns 0, or -1 where a panel buffer could not be allocated. */
 #define DEFINE_SMALL_K(NAME, T, BYTES, RB, NV, ISA)                                        \
     typedef T NAME##_vec __attribute__((vector_size(BYTES)));                              \
     enum { NAME##_LANES = BYTES / sizeof(T), NAME##_CB = NV * (BYTES / sizeof(T)) };       \
                                                                                            \
+    /* A panel's columns: D's offset of each, and whether each tile's are consecutive. */  \
+    typedef struct {                                                                       \
+        int64_t *d_cols;                                                                   \
+        char *dense;                                                                       \
+    } NAME##_cols;                                                                         \
+                                                                                           \
     static inline __attribute__((always_inline)) ISA void NAME##_tile(                     \
-        int64_t k, const T *a, int64_t a_row, int64_t a_col, int64_t rows,                 \
-        const T *panel, T *d, int64_t d_row, int64_t cols, T alpha)                        \
+        const int rb, const int nv, int64_t k, const T *const *a_rows, const int64_t *a_k, \
+        const T *panel, T *const *d_rows, int64_t rows, const int64_t *d_cols,             \
+        int64_t cols, int dense, T alpha)                                                  \
     {                                                                                      \
         NAME##_vec acc[RB][NV];                                                            \
-        const T *a_rows[RB];                                                               \
-        for (int r = 0; r < RB; r++) {                                                     \
-            a_rows[r] = a + (r < rows ? r : rows - 1) * a_row;                             \
-            for (int v = 0; v < NV; v++)                                                   \
+        for (int r = 0; r < rb; r++)                                                       \
+            for (int v = 0; v < nv; v++)                                                   \
                 acc[r][v] = (NAME##_vec){0};                                               \
-        }                                                                                  \
         for (int64_t p = 0; p < k; p++) {                                                  \
+            const int64_t q = a_k[p];                                                      \
             NAME##_vec b[NV];                                                              \
-            for (int v = 0; v < NV; v++)                                                   \
+            for (int v = 0; v < nv; v++)                                                   \
                 b[v] = *(const NAME##_vec *)(panel + p * NAME##_CB + v * NAME##_LANES);    \
-            for (int r = 0; r < RB; r++) {                                                 \
-                const T x = a_rows[r][p * a_col];                                          \
-                for (int v = 0; v < NV; v++)                                               \
+            for (int r = 0; r < rb; r++) {                                                 \
+                const T x = a_rows[r][q];                                                  \
+                for (int v = 0; v < nv; v++)                                               \
                     acc[r][v] += x * b[v];                                                 \
             }                                                                              \
         }                                                                                  \
-        for (int r = 0; r < rows; r++) {                                                   \
-            if (cols == NAME##_CB) {                                                       \
-                for (int v = 0; v < NV; v++) {                                             \
+        for (int r = 0; r < rb && r < rows; r++) {                                         \
+            T *out = d_rows[r] + d_cols[0];                                                \
+            if (dense && cols == nv * NAME##_LANES) {                                      \
+                for (int v = 0; v < nv; v++) {                                             \
                     const NAME##_vec x = alpha * acc[r][v];                                \
-                    memcpy(d + r * d_row + v * NAME##_LANES, &x, sizeof x);                \
+                    memcpy(out + v * NAME##_LANES, &x, sizeof x);                          \
                 }                                                                          \
-            } else { /* copies of the vectors: taking acc's address would spill it */     \
-                T row[NAME##_CB];                                                          \
-                for (int v = 0; v < NV; v++) {                                             \
-                    const NAME##_vec x = alpha * acc[r][v];                                \
-                    memcpy(row + v * NAME##_LANES, &x, sizeof x);                          \
-                }                                                                          \
-                for (int64_t c = 0; c < cols; c++)                                         \
-                    d[r * d_row + c] = row[c];                                             \
+                continue;                                                                  \
             }                                                                              \
+            T row[NAME##_CB]; /* copies of the vectors: acc's address would spill it */    \
+            for (int v = 0; v < nv; v++) {                                                 \
+                const NAME##_vec x = alpha * acc[r][v];                                    \
+                memcpy(row + v * NAME##_LANES, &x, sizeof x);                              \
+            }                                                                              \
+            if (dense)                                                                     \
+                for (int64_t c = 0; c < cols; c++)                                         \
+                    out[c] = row[c];                                                       \
+            else                                                                           \
+                for (int64_t c = 0; c < cols; c++)                                         \
+                    d_rows[r][d_cols[c]] = row[c];                                         \
         }                                                                                  \
     }                                                                                      \
                                                                                            \
-    /* B's columns j0 .. j0 + width - 1 as tiles of k x CB, zero-padded. */                \
-    static ISA void NAME##_pack(const T *b, const Shape *s, int64_t j0, int64_t width,     \
-                                T *panel)                                                  \
+    /* One tile of up to RB rows and CB columns, its loops sized to the tile. */           \
+    static ISA void NAME##_block(int64_t k, const T *const *a_rows, const int64_t *a_k,    \
+                                 const T *panel, T *const *d_rows, int64_t rows,           \
+                                 const int64_t *d_cols, int64_t cols, int dense, T alpha)  \
+    {                                                                                      \
+        const int nv = (int)((cols + NAME##_LANES - 1) / NAME##_LANES);                    \
+        if (rows > RB / 2) {                                                               \
+            if (nv >= NV)                                                                  \
+                NAME##_tile(RB, NV, k, a_rows, a_k, panel, d_rows, rows, d_cols, cols,     \
+                            dense, alpha);                                                 \
+            else if (nv == 1)                                                              \
+                NAME##_tile(RB, 1, k, a_rows, a_k, panel, d_rows, rows, d_cols, cols,      \
+                            dense, alpha);                                                 \
+            else                                                                           \
+                NAME##_tile(RB, NV - 1, k, a_rows, a_k, panel, d_rows, rows, d_cols,       \
+                            cols, dense, alpha);                                           \
+        } else {                                                                           \
+            if (nv >= NV)                                                                  \
+                NAME##_tile(RB / 2, NV, k, a_rows, a_k, panel, d_rows, rows, d_cols, cols, \
+                            dense, alpha);                                                 \
+            else if (nv == 1)                                                              \
+                NAME##_tile(RB / 2, 1, k, a_rows, a_k, panel, d_rows, rows, d_cols, cols,  \
+                            dense, alpha);                                                 \
+            else                                                                           \
+                NAME##_tile(RB / 2, NV - 1, k, a_rows, a_k, panel, d_rows, rows, d_cols,   \
+                            cols, dense, alpha);                                           \
+        }                                                                                  \
+    }                                                                                      \
+                                                                                           \
+    /* B's columns j0 .. j0 + width - 1 as tiles of k x CB, zero-padded; D's offset of     \
+     * each column, and which tiles have D's columns consecutive. */                       \
+    static ISA void NAME##_pack(const T *b, const Shape *s, const int64_t *b_k, int64_t j0, \
+                                int64_t width, T *panel, NAME##_cols *info)                \
     {                                                                                      \
         for (int64_t c0 = 0; c0 < width; c0 += NAME##_CB) {                                \
             T *tile = panel + c0 * s->k;                                                   \
             const int64_t cols = width - c0 < NAME##_CB ? width - c0 : NAME##_CB;          \
+            int64_t from[NAME##_CB];                                                       \
+            int runs = 1, dense = 1;                                                       \
+            for (int64_t c = 0; c < cols; c++) {                                           \
+                from[c] = at(&s->b_cols, j0 + c0 + c);                                     \
+                info->d_cols[c0 + c] = at(&s->d_cols, j0 + c0 + c);                        \
+                runs &= from[c] == from[0] + c;                                            \
+                dense &= info->d_cols[c0 + c] == info->d_cols[c0] + c;                     \
+            }                                                                              \
+            info->dense[c0 / NAME##_CB] = (char)dense;                                     \
             for (int64_t p = 0; p < s->k; p++) {                                           \
-                const T *src = b + p * s->b_row + (j0 + c0) * s->b_col;                    \
+                const T *src = b + b_k[p];                                                 \
                 T *dst = tile + p * NAME##_CB;                                             \
+                if (runs && cols == NAME##_CB) {                                           \
+                    memcpy(dst, src + from[0], sizeof(T) * NAME##_CB);                     \
+                    continue;                                                              \
+                }                                                                          \
                 for (int64_t c = 0; c < cols; c++)                                         \
-                    dst[c] = src[c * s->b_col];                                            \
+                    dst[c] = src[from[c]];                                                 \
                 for (int64_t c = cols; c < NAME##_CB; c++)                                 \
                     dst[c] = 0;                                                            \
             }                                                                              \
         }                                                                                  \
     }                                                                                      \
                                                                                            \
-    /* Piece `piece` of the product: rows i_start .. of panel j0 .. (see NAME##_run). */  \
+    /* Piece `piece` of the product: rows i_start .. of panel j0 .. of one batch. */       \
     static ISA void NAME##_piece(const T *a, const T *b, T *d, const Shape *s, T alpha,   \
-                                 const Split *w, int64_t piece, T *panel)                 \
+                                 const Split *w, int64_t piece, T *panel,                  \
+                                 NAME##_cols *info)                                        \
     {                                                                                      \
-        const int64_t cb = NAME##_CB;                                                      \
-        const int64_t j0 = piece / w->chunks * w->nc, i_start = piece % w->chunks * w->rc; \
+        const int64_t cb = NAME##_CB, per_batch = w->panels * w->chunks;                   \
+        const int64_t batch = piece / per_batch, rest = piece % per_batch;                 \
+        const int64_t j0 = rest / w->chunks * w->nc, i_start = rest % w->chunks * w->rc;   \
         const int64_t width = s->n - j0 < w->nc ? s->n - j0 : w->nc;                       \
         const int64_t i_stop = i_start + w->rc < s->m ? i_start + w->rc : s->m;            \
-        NAME##_pack(b, s, j0, width, panel);                                               \
+        a += at(&s->a_batch, batch);                                                       \
+        b += at(&s->b_batch, batch);                                                       \
+        d += at(&s->d_batch, batch);                                                       \
+        int64_t a_k[SMALL_K_MAX], b_k[SMALL_K_MAX];                                        \
+        for (int64_t p = 0; p < s->k; p++) {                                               \
+            a_k[p] = at(&s->a_k, p);                                                       \
+            b_k[p] = at(&s->b_k, p);                                                       \
+        }                                                                                  \
+        NAME##_pack(b, s, b_k, j0, width, panel, info);                                    \
         for (int64_t i = i_start; i < i_stop; i += RB) {                                   \
             const int64_t rows = i_stop - i < RB ? i_stop - i : RB;                        \
+            const T *a_rows[RB];                                                           \
+            T *d_rows[RB];                                                                 \
+            for (int r = 0; r < RB; r++) { /* rows past the last repeat it, unwritten */   \
+                const int64_t row = i + (r < rows ? r : rows - 1);                         \
+                a_rows[r] = a + at(&s->a_rows, row);                                       \
+                d_rows[r] = d + at(&s->d_rows, row);                                       \
+            }                                                                              \
             for (int64_t c0 = 0; c0 < width; c0 += cb)                                     \
-                NAME##_tile(s->k, a + i * s->a_row, s->a_row, s->a_col, rows,              \
-                            panel + c0 * s->k, d + i * s->d_row + j0 + c0, s->d_row,       \
-                            width - c0 < cb ? width - c0 : cb, alpha);                     \
+                NAME##_block(s->k, a_rows, a_k, panel + c0 * s->k, d_rows, rows,           \
+                             info->d_cols + c0, width - c0 < cb ? width - c0 : cb,         \
+                             info->dense[c0 / cb], alpha);                                 \
         }                                                                                  \
+    }                                                                                      \
+                                                                                           \
+    /* A thread's panel of B, with D's column offsets and tile flags after it. */         \
+    static ISA T *NAME##_buffer(const Shape *s, const Split *w, NAME##_cols *info)         \
+    {                                                                                      \
+        const size_t panel = (size_t)((s->k * w->nc * (int64_t)sizeof(T) + 63) / 64 * 64); \
+        char *buffer = aligned_alloc(64, panel + (size_t)(w->nc * 9 + 63) / 64 * 64);      \
+        if (buffer != NULL)                                                                \
+            *info = (NAME##_cols){(int64_t *)(buffer + panel), buffer + panel + w->nc * 8};\
+        return (T *)buffer;                                                                \
     }                                                                                      \
                                                                                            \
     static ISA int NAME##_run(const T *a, const T *b, T *d, const Shape *s, T alpha,       \
                               int threads)                                                 \
     {                                                                                      \
         const Split w = split(s, NAME##_CB, RB, sizeof(T), threads);                       \
-        const size_t bytes = (size_t)((s->k * w.nc * (int64_t)sizeof(T) + 63) / 64 * 64);  \
         int failed = 0;                                                                    \
+        NAME##_cols info;                                                                  \
         if (threads <= 1) {                                                                \
-            T *panel = aligned_alloc(64, bytes);                                           \
+            T *panel = NAME##_buffer(s, &w, &info);                                        \
             if (panel == NULL)                                                             \
                 return -1;                                                                 \
             for (int64_t piece = 0; piece < w.pieces; piece++)                             \
-                NAME##_piece(a, b, d, s, alpha, &w, piece, panel);                         \
+                NAME##_piece(a, b, d, s, alpha, &w, piece, panel, &info);                  \
             free(panel);                                                                   \
             return 0;                                                                      \
         }                                                                                  \
         const int caller = launcher_cpu();                                                 \
-        _Pragma("omp parallel num_threads(threads) reduction(|:failed)")                   \
+        _Pragma("omp parallel num_threads(threads) reduction(|:failed) private(info)")     \
         {                                                                                  \
             leave_cpu(caller);                                                             \
-            T *panel = aligned_alloc(64, bytes);                                           \
+            T *panel = NAME##_buffer(s, &w, &info);                                        \
             failed = panel == NULL;                                                        \
             _Pragma("omp for schedule(static)")                                            \
             for (int64_t piece = 0; piece < w.pieces; piece++)                             \
                 if (panel != NULL)                                                         \
-                    NAME##_piece(a, b, d, s, alpha, &w, piece, panel);                     \
+                    NAME##_piece(a, b, d, s, alpha, &w, piece, panel, &info);              \
             free(panel);                                                                   \
         }                                                                                  \
         return failed ? -1 : 0;                                                            \
@@ -210,19 +325,62 @@ static void choose_isa(void)
 #endif
 }
 
-/* Whether every element the product touches lies inside the buffers (in elements). */
-static int in_bounds(const Shape *s, int64_t a0, int64_t b0, int64_t d0, Py_ssize_t a_len,
-                     Py_ssize_t b_len, Py_ssize_t d_len)
+/* Widen [low, high] by the offsets of positions 0 .. n - 1 of an index group. */
+static void index_reach(const Index *x, int64_t n, int64_t *low, int64_t *high)
 {
-    int64_t a_lo = a0, a_hi = a0, b_lo = b0, b_hi = b0, d_lo = d0, d_hi = d0;
-    reach(s->m, s->a_row, &a_lo, &a_hi);
-    reach(s->k, s->a_col, &a_lo, &a_hi);
-    reach(s->k, s->b_row, &b_lo, &b_hi);
-    reach(s->n, s->b_col, &b_lo, &b_hi);
-    reach(s->m, s->d_row, &d_lo, &d_hi);
-    reach(s->n, 1, &d_lo, &d_hi);
+    if (x->table != NULL)
+        table_reach(x->table, n, low, high);
+    else
+        reach(n, x->stride, low, high);
+}
+
+/* Whether every element the product touches lies inside the buffers (in elements). */
+static int in_bounds(const Shape *s, Py_ssize_t a_len, Py_ssize_t b_len, Py_ssize_t d_len)
+{
+    int64_t a_lo = 0, a_hi = 0, b_lo = 0, b_hi = 0, d_lo = 0, d_hi = 0;
+    index_reach(&s->a_batch, s->batches, &a_lo, &a_hi);
+    index_reach(&s->a_rows, s->m, &a_lo, &a_hi);
+    index_reach(&s->a_k, s->k, &a_lo, &a_hi);
+    index_reach(&s->b_batch, s->batches, &b_lo, &b_hi);
+    index_reach(&s->b_k, s->k, &b_lo, &b_hi);
+    index_reach(&s->b_cols, s->n, &b_lo, &b_hi);
+    index_reach(&s->d_batch, s->batches, &d_lo, &d_hi);
+    index_reach(&s->d_rows, s->m, &d_lo, &d_hi);
+    index_reach(&s->d_cols, s->n, &d_lo, &d_hi);
     return a_lo >= 0 && a_hi < a_len && b_lo >= 0 && b_hi < b_len && d_lo >= 0 &&
            d_hi < d_len;
+}
+
+/* Check the arguments, then run the product; None, or NULL with an error set. */
+static PyObject *multiply(Py_buffer *a, Py_buffer *b, Py_buffer *d, const char *name,
+                          const Shape *s, double alpha, int threads)
+{
+    const int f8 = strcmp(name, "f8") == 0;
+    const Py_ssize_t size = f8 ? 8 : 4;
+    if (!f8 && strcmp(name, "f4") != 0) {
+        PyErr_Format(PyExc_ValueError, "the small-K GEMM runs 'f4' and 'f8', not %s", name);
+        return NULL;
+    }
+    if (s->m < 1 || s->n < 1 || s->k < 1 || s->k > SMALL_K_MAX || s->batches < 1 ||
+        threads < 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "needs m, n, batches >= 1, 1 <= k <= 64 and threads >= 0");
+        return NULL;
+    }
+    if (!in_bounds(s, a->len / size, b->len / size, d->len / size)) {
+        PyErr_SetString(PyExc_ValueError, "the product reaches outside the buffers");
+        return NULL;
+    }
+    int failed;
+    Py_BEGIN_ALLOW_THREADS
+    if (f8)
+        failed = run_f8(a->buf, b->buf, d->buf, s, alpha, threads);
+    else
+        failed = run_f4(a->buf, b->buf, d->buf, s, (float)alpha, threads);
+    Py_END_ALLOW_THREADS
+    if (failed)
+        return PyErr_NoMemory();
+    return Py_NewRef(Py_None);
 }
 
 PyDoc_STRVAR(gemm_doc,
@@ -245,40 +403,54 @@ static PyObject *gemm(PyObject *self, PyObject *args)
                           &a0, &a_row, &a_col, &b0, &b_row, &b_col, &d0, &d_row, &alpha,
                           &threads))
         return NULL;
+    const int64_t starts[3] = {a0, b0, d0};
+    const Shape s = {m, n, k, 1, {NULL, a_row}, {NULL, a_col}, {NULL, b_row}, {NULL, b_col},
+                     {NULL, d_row}, {NULL, 1}, {starts, 0}, {starts + 1, 0}, {starts + 2, 0}};
+    PyObject *result = multiply(&a, &b, &d, name, &s, alpha, threads);
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&b);
+    PyBuffer_Release(&d);
+    return result;
+}
+
+PyDoc_STRVAR(gathered_doc,
+"gathered(a, b, d, type, m, n, k, batches, offsets, alpha, threads)\n"
+"--\n\n"
+"For each batch t, d[d_batch[t] + d_rows[i] + d_cols[j]] = alpha * sum over p of\n"
+"a[a_batch[t] + a_rows[i] + a_k[p]] * b[b_batch[t] + b_k[p] + b_cols[j]] for i < m,\n"
+"j < n, p < k (1 <= k <= 64): offsets in elements, an int64 buffer holding a_rows and\n"
+"d_rows (m each), b_cols and d_cols (n each), a_k and b_k (k each), a_batch, b_batch\n"
+"and d_batch (batches each), in that order. type 'f4' or 'f8'; threads as gemm's.");
+
+static PyObject *gathered(PyObject *self, PyObject *args)
+{
+    Py_buffer a, b, d, offsets;
+    const char *name;
+    long long m, n, k, batches;
+    double alpha;
+    int threads;
+    if (!PyArg_ParseTuple(args, "y*y*w*sLLLLy*di:gathered", &a, &b, &d, &name, &m, &n, &k,
+                          &batches, &offsets, &alpha, &threads))
+        return NULL;
     PyObject *result = NULL;
-    const Shape s = {m, n, k, a_row, a_col, b_row, b_col, d_row};
-    const int f8 = strcmp(name, "f8") == 0;
-    const Py_ssize_t size = f8 ? 8 : 4;
-    if (!f8 && strcmp(name, "f4") != 0) {
-        PyErr_Format(PyExc_ValueError, "the small-K GEMM runs 'f4' and 'f8', not %s", name);
+    if (m < 1 || n < 1 || k < 1 || k > SMALL_K_MAX || batches < 1) {
+        PyErr_SetString(PyExc_ValueError, "needs m, n, batches >= 1 and 1 <= k <= 64");
         goto done;
     }
-    if (m < 1 || n < 1 || k < 1 || k > SMALL_K_MAX || threads < 0) {
-        PyErr_SetString(PyExc_ValueError, "needs m, n >= 1, 1 <= k <= 64 and threads >= 0");
+    const int64_t *t = table(&offsets, 2 * (m + n + k) + 3 * batches, "offsets");
+    if (t == NULL)
         goto done;
-    }
-    if (!in_bounds(&s, a0, b0, d0, a.len / size, b.len / size, d.len / size)) {
-        PyErr_SetString(PyExc_ValueError, "the product reaches outside the buffers");
-        goto done;
-    }
-    int failed;
-    Py_BEGIN_ALLOW_THREADS
-    if (f8)
-        failed = run_f8((const double *)a.buf + a0, (const double *)b.buf + b0,
-                        (double *)d.buf + d0, &s, alpha, threads);
-    else
-        failed = run_f4((const float *)a.buf + a0, (const float *)b.buf + b0,
-                        (float *)d.buf + d0, &s, (float)alpha, threads);
-    Py_END_ALLOW_THREADS
-    if (failed) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    result = Py_NewRef(Py_None);
+    const Shape s = {m, n, k, batches,
+                     {t, 0}, {t + 2 * (m + n), 0}, {t + 2 * (m + n) + k, 0},
+                     {t + 2 * m, 0}, {t + m, 0}, {t + 2 * m + n, 0},
+                     {t + 2 * (m + n + k), 0}, {t + 2 * (m + n + k) + batches, 0},
+                     {t + 2 * (m + n + k) + 2 * batches, 0}};
+    result = multiply(&a, &b, &d, name, &s, alpha, threads);
 done:
     PyBuffer_Release(&a);
     PyBuffer_Release(&b);
     PyBuffer_Release(&d);
+    PyBuffer_Release(&offsets);
     return result;
 }
 
@@ -291,6 +463,7 @@ static PyObject *isa_name(PyObject *self, PyObject *unused)
 
 static PyMethodDef methods[] = {
     {"gemm", gemm, METH_VARARGS, gemm_doc},
+    {"gathered", gathered, METH_VARARGS, gathered_doc},
     {"isa", isa_name, METH_NOARGS, isa_doc},
     {"max_threads", max_threads, METH_NOARGS, max_threads_doc},
     {NULL, NULL, 0, NULL},

@@ -1,5 +1,7 @@
 """The GEMM of a small inner extent (cpu_fallback._small_k, built from small_k.c):
-``D = alpha * A @ B`` with K <= MAX_K, each tile of D written once from registers.
+``D = alpha * A @ B`` with K <= MAX_K, each tile of D written once from registers;
+:func:`gemm` on strided matrices, :func:`gathered` on operands of any layout, every
+element found by offset tables (cpu_fallback.gathered).
 
 A plan offers it beside the BLAS GEMM of the same lowering (cpu_fallback.contraction)
 and the faster is kept by measurement; imported through cpu_fallback.kernels by the
@@ -65,6 +67,38 @@ def gemm(a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha: complex) -> bool:
     return True
 
 
+def gathered(
+    a: np.ndarray, b: np.ndarray, d: np.ndarray, counts: tuple[int, int, int, int],
+    offsets: np.ndarray, alpha: float,
+) -> None:
+    """For each batch t, ``D[i, j] = alpha * sum_p A[i, p] * B[p, j]``, every element
+    found by the offset tables (see ``_small_k.gathered``): operands of any layout,
+    read and written where they lie.
+
+    Args:
+        a, b, d: The operands (one served dtype; ``d`` writable), any strides.
+        counts: (m, n, k, batches).
+        offsets: int64 offsets in elements from each operand's element 0: a_rows and
+            d_rows (m each), b_cols and d_cols (n each), a_k and b_k (k each), then
+            a_batch, b_batch, d_batch (batches each).
+        alpha: A real scale.
+    """
+    name = _TYPES[d.dtype]
+    (a_mem, a0), (b_mem, b0), (d_mem, d0) = (_memory(a), _memory(b),
+                                             _memory(d, writeable=True))
+    starts = (a0, b0, d0)
+    m, n, k, batches = counts
+    tables = offsets
+    if any(starts):  # tables from each operand's lowest address
+        tables = offsets.copy()
+        tail = 2 * (m + n + k)
+        for i, start in enumerate(starts):
+            tables[tail + i * batches:tail + (i + 1) * batches] += start
+    threads = 0 if openmp.forked() else int(_small_k.max_threads())
+    with openmp.LOCK:
+        _small_k.gathered(a_mem, b_mem, d_mem, name, m, n, k, batches, tables, alpha, threads)
+
+
 def _elements(x: np.ndarray) -> tuple[int, int]:
     """The strides of a 2-D array in elements."""
     return x.strides[0] // x.itemsize, x.strides[1] // x.itemsize
@@ -73,5 +107,5 @@ def _elements(x: np.ndarray) -> tuple[int, int]:
 def _memory(x: np.ndarray, writeable: bool = False) -> tuple[np.ndarray, int]:
     """The memory under ``x`` as a flat array of its dtype from its lowest address, and
     the offset of its element 0 in it."""
-    base, span = memory_extent(x.shape, _elements(x))
+    base, span = memory_extent(x.shape, tuple(s // x.itemsize for s in x.strides))
     return flat(x, x.dtype.str, base, span, writeable=writeable), base

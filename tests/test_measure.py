@@ -174,16 +174,17 @@ HALF_TCCG_3 = ("aebd,ce->dcba", {"a": 36, "b": 36, "c": 12, "d": 36, "e": 36})
 def test_competing_lowerings_are_measured_and_every_result_is_right(rng):
     """TCCG case 3 at half extents: packing A and looping over 'a' compete (the rule
     packs, below its loop threshold), and the packed GEMM by BLAS or by the small-K
-    kernel (K = 36); all run while measured, each result exact."""
+    kernel (K = 36), and the small-K kernel on the operands where they lie; all run
+    while measured, each result exact."""
     subscripts, sizes = HALF_TCCG_3
     terms = subscripts.split("->")[0].split(",")
     a, b = (rng.standard_normal([sizes[x] for x in t]) for t in terms)
     expected = reference.einsum(subscripts, a, b)
     plan = gpu_tc.prepare(subscripts, a, b)
-    for _ in range(6 * RUN + 2):  # two orientations x three variants
+    for _ in range(8 * RUN + 2):  # two orientations x four variants
         np.testing.assert_allclose(plan.execute(a, b), expected, rtol=1e-12, atol=1e-12)
     assert "GEMM orientation and lowering measured:" in plan.reason
-    for variant in ("blas:packed", "blas:batched", "small-k:packed"):
+    for variant in ("blas:packed", "blas:batched", "small-k:packed", "small-k:gathered"):
         assert f"preferred {variant}" in plan.reason and f"flipped {variant}" in plan.reason
     problem = plan._plan.program.final
     assert [lower(problem, p).route for p in policies(problem)] == ["packed", "batched"]

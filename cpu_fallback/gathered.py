@@ -1,0 +1,161 @@
+"""A contraction of a small inner extent computed where its operands lie: the small-K
+kernel (cpu_fallback.small_k) finds every element of A, B and D by offset tables, so
+no operand is packed and no result staged, whatever the layouts.
+
+The GEMM lowerings (gpu_tc.gemm) copy an operand whose labels do not merge into a
+matrix, then multiply the copy: with a few dozen terms per element of D the copy can
+cost as much as the product (TCCG's ``be,dcea->dcba`` at 36^5: B permuted in 0.7 ms,
+the product 1.3 ms). The kernel packs panels of B anyway, so it gathers them straight
+from B's layout; A's elements are read in place and D's written in place, its tiles
+as vectors where D's columns lie consecutively. The plan is offered beside the
+lowerings and kept only where it measures faster (cpu_fallback.measure).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from gpu_tc.backend import PlanDefaults, Scalars
+from gpu_tc.problem import ContractionProblem
+
+from . import kernels
+from .contraction import CpuContractionPlan
+
+# Bytes of B one thread's packed panel takes at most (small_k.c's PANEL_BYTES), and
+# its column offsets and flags (9 bytes a column) beside it.
+PANEL_BYTES = 512 * 1024
+
+
+def gathered_plans(
+    problem: ContractionProblem, fallback: CpuContractionPlan, budget: int | None
+) -> list[GatheredPlan]:
+    """The gathered plan of ``problem`` where the kernel serves it and its temporaries
+    fit ``budget`` (bytes; None: no bound): one plan, or none."""
+    module = kernels.load("small_k", "small-K products run on BLAS")
+    if module is None:
+        return []
+    groups = _groups(problem)
+    if groups is None:
+        return []
+    k = math.prod(problem.a.extent(x) for x in groups["k"])
+    if not module.serves(problem.d.dtype, k):
+        return []
+    plan = GatheredPlan(problem, groups, fallback, module)
+    if budget is not None and plan.temporary_bytes > budget:
+        return []
+    return [plan]
+
+
+def _groups(problem: ContractionProblem) -> dict[str, str] | None:
+    """The labels of each role, ordered as the kernel walks them ("rows" from the
+    operand called A, "cols" from B, whose free labels hold D's unit-stride label),
+    and "swap" ("1" where that is the problem's B); None where the kernel cannot
+    serve the problem (mixed dtypes, an empty or zero-stride D, D's unit stride on a
+    batch label or none)."""
+    a, b, d = problem.a, problem.b, problem.d
+    if not a.dtype == b.dtype == d.dtype or 0 in d.extents + a.extents + b.extents:
+        return None
+    if 0 in d.strides or not d.labels:
+        return None
+    roles = problem.roles
+    fastest = min(d.labels, key=lambda x: abs(d.stride(x)))
+    if d.stride(fastest) != 1 or fastest in roles.batch:
+        return None
+    swap = fastest in roles.free_a
+    rows, cols = (roles.free_b, roles.free_a) if swap else (roles.free_a, roles.free_b)
+    by_d = sorted(d.labels, key=lambda x: -abs(d.stride(x)))
+    packed = a if swap else b
+    return {
+        "rows": "".join(x for x in by_d if x in rows),
+        "cols": "".join(x for x in by_d if x in cols),
+        "batch": "".join(x for x in by_d if x in roles.batch),
+        "k": "".join(sorted(roles.contracted, key=lambda x: -abs(packed.stride(x)))),
+        "swap": "1" if swap else "",
+    }
+
+
+class GatheredPlan(PlanDefaults):
+    """D = alpha * A * B by the small-K kernel on the operands where they lie; a call
+    with beta != 0, a complex alpha or a stride of a fraction of an element runs
+    ``fallback`` (a lowering's plan)."""
+
+    route = "small-k:gathered"
+
+    def __init__(
+        self, problem: ContractionProblem, groups: dict[str, str],
+        fallback: CpuContractionPlan, kernel: Any,
+    ) -> None:
+        self.problem = problem
+        self._kernel = kernel
+        self._groups = groups
+        self._fallback = fallback
+        d = problem.d
+        self._counts = tuple(
+            math.prod(problem.a.extent(x) if x in problem.a.labels else d.extent(x)
+                      for x in groups[role])
+            for role in ("rows", "cols", "k", "batch")
+        )
+        m, n, k, batches = self._counts
+        itemsize = np.dtype(d.dtype).itemsize
+        columns = PANEL_BYTES // (k * itemsize)
+        threads = os.cpu_count() or 1
+        self._tables: tuple[Any, np.ndarray] | None = None
+        table_bytes = 8 * (2 * (m + n + k) + 3 * batches)
+        self.temporary_bytes = max(threads * (PANEL_BYTES + 9 * columns + 128) + table_bytes,
+                                   fallback.temporary_bytes)
+        operands = "B, A" if groups["swap"] else "A, B"
+        self.reason = (
+            f"the small-K kernel (K = {k}) reads {operands} where they "
+            f"lie (rows {groups['rows'] or '-'}, columns {groups['cols']} gathered into "
+            f"its panels, batch {groups['batch'] or '-'}) and writes D in place: no copies"
+        )
+
+    def __repr__(self) -> str:
+        return f"GatheredPlan(reason={self.reason!r})"
+
+    def execute(self, inputs: Any, d: Any, scalars: Scalars, c: Any) -> None:
+        """Write the result into ``d``; a call adding beta * ``c`` runs the fallback."""
+        a, b = inputs
+        alpha = scalars.alpha
+        if (scalars.beta != 0 or np.imag(alpha) != 0
+                or any(s % x.itemsize for x in (a, b, d) for s in x.strides)):
+            self._fallback.execute(inputs, d, scalars, c)
+            return
+        if self._groups["swap"]:
+            a, b = b, a
+        key = (a.strides, b.strides, d.strides)
+        if self._tables is None or self._tables[0] != key:
+            self._tables = key, self._offsets(a, b, d)
+        self._kernel.gathered(a, b, d, self._counts, self._tables[1], float(np.real(alpha)))
+
+    def _offsets(self, a: Any, b: Any, d: Any) -> np.ndarray:
+        """The kernel's offset tables for these arrays (see small_k.gathered)."""
+        problem, groups = self.problem, self._groups
+        specs = (problem.b, problem.a) if groups["swap"] else (problem.a, problem.b)
+        arrays = {"a": (specs[0], a), "b": (specs[1], b), "d": (problem.d, d)}
+
+        def table(operand: str, role: str) -> np.ndarray:
+            spec, array = arrays[operand]
+            strides = [array.strides[spec.labels.index(x)] // array.itemsize
+                       for x in groups[role]]
+            return _grid([spec.extent(x) for x in groups[role]], strides)
+
+        return np.concatenate([
+            table("a", "rows"), table("d", "rows"), table("b", "cols"), table("d", "cols"),
+            table("a", "k"), table("b", "k"),
+            table("a", "batch"), table("b", "batch"), table("d", "batch"),
+        ])
+
+
+def _grid(extents: list[int], strides: list[int]) -> np.ndarray:
+    """The offsets of every position of labels with these extents and strides, the
+    last label fastest (one zero offset for no labels)."""
+    offsets = np.zeros(1, dtype=np.int64)
+    for extent, stride in zip(extents, strides):
+        offsets = (offsets[:, None] + np.arange(extent, dtype=np.int64) * stride).reshape(-1)
+    return offsets
+
