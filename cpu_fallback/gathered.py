@@ -26,7 +26,7 @@ from . import kernels
 from .contraction import CpuContractionPlan
 
 # Bytes of B one thread's packed panel takes at most (small_k.c's PANEL_BYTES), and
-# its column offsets and flags (9 bytes a column) beside it.
+# its columns' offsets and run bits (at most 16 bytes a column) beside it.
 PANEL_BYTES = 512 * 1024
 
 
@@ -105,7 +105,7 @@ class GatheredPlan(PlanDefaults):
         threads = os.cpu_count() or 1
         self._tables: tuple[Any, np.ndarray] | None = None
         table_bytes = 8 * (2 * (m + n + k) + 3 * batches)
-        self.temporary_bytes = max(threads * (PANEL_BYTES + 9 * columns + 128) + table_bytes,
+        self.temporary_bytes = max(threads * (PANEL_BYTES + 16 * columns + 128) + table_bytes,
                                    fallback.temporary_bytes)
         operands = "B, A" if groups["swap"] else "A, B"
         self.reason = (

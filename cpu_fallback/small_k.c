@@ -36,8 +36,10 @@
 #include <string.h>
 
 /* Multiply-adds as FMA instructions where the build has them (ISO C modes leave
- * products and sums apart, at half the speed). */
-#pragma GCC optimize("fp-contract=fast")
+ * products and sums apart, at half the speed); short copies as moves, not as calls of
+ * memcpy or memset (a run of 12 doubles copied by `rep movsq` and a call took most of
+ * the time of TCCG's case 42 at half extents). */
+#pragma GCC optimize("fp-contract=fast", "no-tree-loop-distribute-patterns")
 
 #define SMALL_K_MAX 64
 /* Bytes of B one packed panel may take: with the tile of D, it stays in L2. */
@@ -113,17 +115,19 @@ static Split split(const Shape *s, int64_t cb, int64_t rb, int64_t size, int thr
 #define DEFINE_SMALL_K(NAME, T, BYTES, RB, NV, ISA)                                        \
     typedef T NAME##_vec __attribute__((vector_size(BYTES)));                              \
     enum { NAME##_LANES = BYTES / sizeof(T), NAME##_CB = NV * (BYTES / sizeof(T)) };       \
+    _Static_assert(NAME##_CB <= 63, "a tile's column runs are bits of a uint64_t");       \
                                                                                            \
-    /* A panel's columns: D's offset of each, and whether each tile's are consecutive. */  \
+    /* A panel's columns: D's offset of each, and per tile a bit for each column that     \
+     * starts a run of consecutive offsets in D (1: one run, the tile's columns dense). */ \
     typedef struct {                                                                       \
         int64_t *d_cols;                                                                   \
-        char *dense;                                                                       \
+        uint64_t *starts;                                                                  \
     } NAME##_cols;                                                                         \
                                                                                            \
     static inline __attribute__((always_inline)) ISA void NAME##_tile(                     \
         const int rb, const int nv, int64_t k, const T *const *a_rows, const int64_t *a_k, \
         const T *panel, T *const *d_rows, int64_t rows, const int64_t *d_cols,             \
-        int64_t cols, int dense, T alpha)                                                  \
+        int64_t cols, uint64_t starts, T alpha)                                            \
     {                                                                                      \
         NAME##_vec acc[RB][NV];                                                            \
         for (int r = 0; r < rb; r++)                                                       \
@@ -142,7 +146,7 @@ static Split split(const Shape *s, int64_t cb, int64_t rb, int64_t size, int thr
         }                                                                                  \
         for (int r = 0; r < rb && r < rows; r++) {                                         \
             T *out = d_rows[r] + d_cols[0];                                                \
-            if (dense && cols == nv * NAME##_LANES) {                                      \
+            if (starts == 1 && cols == nv * NAME##_LANES) {                                \
                 for (int v = 0; v < nv; v++) {                                             \
                     const NAME##_vec x = alpha * acc[r][v];                                \
                     memcpy(out + v * NAME##_LANES, &x, sizeof x);                          \
@@ -154,41 +158,47 @@ static Split split(const Shape *s, int64_t cb, int64_t rb, int64_t size, int thr
                 const NAME##_vec x = alpha * acc[r][v];                                    \
                 memcpy(row + v * NAME##_LANES, &x, sizeof x);                              \
             }                                                                              \
-            if (dense)                                                                     \
-                for (int64_t c = 0; c < cols; c++)                                         \
-                    out[c] = row[c];                                                       \
-            else                                                                           \
-                for (int64_t c = 0; c < cols; c++)                                         \
-                    d_rows[r][d_cols[c]] = row[c];                                         \
+            for (int64_t c = 0, stop; c < cols; c = stop) { /* each run of D's columns */  \
+                const uint64_t later = starts >> (c + 1) << (c + 1);                       \
+                stop = later ? __builtin_ctzll(later) : cols;                              \
+                stop = stop < cols ? stop : cols;                                          \
+                T *run = d_rows[r] + d_cols[c];                                            \
+                int64_t e = 0;                                                             \
+                for (; e + NAME##_LANES <= stop - c; e += NAME##_LANES)                    \
+                    memcpy(run + e, row + c + e, sizeof(NAME##_vec));                      \
+                for (; e < stop - c; e++)                                                  \
+                    run[e] = row[c + e];                                                   \
+            }                                                                              \
         }                                                                                  \
     }                                                                                      \
                                                                                            \
     /* One tile of up to RB rows and CB columns, its loops sized to the tile. */           \
     static ISA void NAME##_block(int64_t k, const T *const *a_rows, const int64_t *a_k,    \
                                  const T *panel, T *const *d_rows, int64_t rows,           \
-                                 const int64_t *d_cols, int64_t cols, int dense, T alpha)  \
+                                 const int64_t *d_cols, int64_t cols, uint64_t starts,     \
+                                 T alpha)                                                  \
     {                                                                                      \
         const int nv = (int)((cols + NAME##_LANES - 1) / NAME##_LANES);                    \
         if (rows > RB / 2) {                                                               \
             if (nv >= NV)                                                                  \
                 NAME##_tile(RB, NV, k, a_rows, a_k, panel, d_rows, rows, d_cols, cols,     \
-                            dense, alpha);                                                 \
+                            starts, alpha);                                                \
             else if (nv == 1)                                                              \
                 NAME##_tile(RB, 1, k, a_rows, a_k, panel, d_rows, rows, d_cols, cols,      \
-                            dense, alpha);                                                 \
+                            starts, alpha);                                                \
             else                                                                           \
                 NAME##_tile(RB, NV - 1, k, a_rows, a_k, panel, d_rows, rows, d_cols,       \
-                            cols, dense, alpha);                                           \
+                            cols, starts, alpha);                                          \
         } else {                                                                           \
             if (nv >= NV)                                                                  \
                 NAME##_tile(RB / 2, NV, k, a_rows, a_k, panel, d_rows, rows, d_cols, cols, \
-                            dense, alpha);                                                 \
+                            starts, alpha);                                                \
             else if (nv == 1)                                                              \
                 NAME##_tile(RB / 2, 1, k, a_rows, a_k, panel, d_rows, rows, d_cols, cols,  \
-                            dense, alpha);                                                 \
+                            starts, alpha);                                                \
             else                                                                           \
                 NAME##_tile(RB / 2, NV - 1, k, a_rows, a_k, panel, d_rows, rows, d_cols,   \
-                            cols, dense, alpha);                                           \
+                            cols, starts, alpha);                                          \
         }                                                                                  \
     }                                                                                      \
                                                                                            \
@@ -201,14 +211,16 @@ static Split split(const Shape *s, int64_t cb, int64_t rb, int64_t size, int thr
             T *tile = panel + c0 * s->k;                                                   \
             const int64_t cols = width - c0 < NAME##_CB ? width - c0 : NAME##_CB;          \
             int64_t from[NAME##_CB];                                                       \
-            int runs = 1, dense = 1;                                                       \
+            int runs = 1;                                                                  \
+            uint64_t starts = 1;                                                           \
             for (int64_t c = 0; c < cols; c++) {                                           \
                 from[c] = at(&s->b_cols, j0 + c0 + c);                                     \
                 info->d_cols[c0 + c] = at(&s->d_cols, j0 + c0 + c);                        \
                 runs &= from[c] == from[0] + c;                                            \
-                dense &= info->d_cols[c0 + c] == info->d_cols[c0] + c;                     \
+                if (c > 0 && info->d_cols[c0 + c] != info->d_cols[c0 + c - 1] + 1)        \
+                    starts |= (uint64_t)1 << c;                                            \
             }                                                                              \
-            info->dense[c0 / NAME##_CB] = (char)dense;                                     \
+            info->starts[c0 / NAME##_CB] = starts;                                         \
             for (int64_t p = 0; p < s->k; p++) {                                           \
                 const T *src = b + b_k[p];                                                 \
                 T *dst = tile + p * NAME##_CB;                                             \
@@ -255,7 +267,7 @@ static Split split(const Shape *s, int64_t cb, int64_t rb, int64_t size, int thr
             for (int64_t c0 = 0; c0 < width; c0 += cb)                                     \
                 NAME##_block(s->k, a_rows, a_k, panel + c0 * s->k, d_rows, rows,           \
                              info->d_cols + c0, width - c0 < cb ? width - c0 : cb,         \
-                             info->dense[c0 / cb], alpha);                                 \
+                             info->starts[c0 / cb], alpha);                                \
         }                                                                                  \
     }                                                                                      \
                                                                                            \
@@ -263,9 +275,10 @@ static Split split(const Shape *s, int64_t cb, int64_t rb, int64_t size, int thr
     static ISA T *NAME##_buffer(const Shape *s, const Split *w, NAME##_cols *info)         \
     {                                                                                      \
         const size_t panel = (size_t)((s->k * w->nc * (int64_t)sizeof(T) + 63) / 64 * 64); \
-        char *buffer = aligned_alloc(64, panel + (size_t)(w->nc * 9 + 63) / 64 * 64);      \
+        char *buffer = aligned_alloc(64, panel + (size_t)(w->nc * 16 + 64));              \
         if (buffer != NULL)                                                                \
-            *info = (NAME##_cols){(int64_t *)(buffer + panel), buffer + panel + w->nc * 8};\
+            *info = (NAME##_cols){(int64_t *)(buffer + panel),                             \
+                                  (uint64_t *)(buffer + panel + w->nc * 8)};               \
         return (T *)buffer;                                                                \
     }                                                                                      \
                                                                                            \

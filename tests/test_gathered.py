@@ -63,6 +63,8 @@ CASES = [
     ("be,dcea->dcba", {"a": 7, "b": 9, "c": 5, "d": 3, "e": 11}),
     # TCCG case 42: D's columns in runs of a's 5 (scattered tiles), K = 6
     ("cbdg,agfe->fedcba", {"a": 5, "b": 3, "c": 4, "d": 3, "e": 6, "f": 2, "g": 6}),
+    # the same with runs of 11: whole vectors, then a tail, in each
+    ("cbdg,agfe->fedcba", {"a": 11, "b": 2, "c": 3, "d": 2, "e": 3, "f": 2, "g": 5}),
     # batch labels x, y, K = 1, rows and columns with tails
     ("xkiy,yjkx->yxij", {"x": 3, "y": 2, "k": 1, "i": 13, "j": 29}),
     # K = 64 over two labels, one free label each side
