@@ -166,7 +166,12 @@ static Split split(const Shape *s, int64_t cb, int64_t rb, int64_t size, int thr
                 int64_t e = 0;                                                             \
                 for (; e + NAME##_LANES <= stop - c; e += NAME##_LANES)                    \
                     memcpy(run + e, row + c + e, sizeof(NAME##_vec));                      \
-                for (; e < stop - c; e++)                                                  \
+                for (int part = NAME##_LANES / 2; part > 1; part /= 2) /* halves, ... */   \
+                    if (e + part <= stop - c) {                                            \
+                        memcpy(run + e, row + c + e, sizeof(T) * part);                    \
+                        e += part;                                                         \
+                    }                                                                      \
+                if (e < stop - c)                                                          \
                     run[e] = row[c + e];                                                   \
             }                                                                              \
         }                                                                                  \
