@@ -102,9 +102,10 @@ class GatheredPlan(PlanDefaults):
         m, n, k, batches = self._counts
         itemsize = np.dtype(d.dtype).itemsize
         columns = PANEL_BYTES // (k * itemsize)
-        threads = os.cpu_count() or 1
+        threads = max(os.cpu_count() or 1, int(kernel.max_threads()))
         self._tables: tuple[Any, np.ndarray] | None = None
-        table_bytes = 8 * (2 * (m + n + k) + 3 * batches)
+        # The tables, and their copy in a call on an operand with a negative stride.
+        table_bytes = 2 * 8 * (2 * (m + n + k) + 3 * batches)
         self.temporary_bytes = max(threads * (PANEL_BYTES + 16 * columns + 128) + table_bytes,
                                    fallback.temporary_bytes)
         operands = "B, A" if groups["swap"] else "A, B"

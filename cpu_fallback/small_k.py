@@ -32,6 +32,11 @@ def serves(dtype: Any, k: int) -> bool:
     return np.dtype(dtype) in _TYPES and 1 <= k <= MAX_K
 
 
+def max_threads() -> int:
+    """OpenMP's thread count: the threads a product runs on, each with its own panel."""
+    return int(_small_k.max_threads())
+
+
 def isa() -> str:
     """The build of the kernel's loops this CPU runs ('avx512f', 'avx2', 'baseline')."""
     return str(_small_k.isa())

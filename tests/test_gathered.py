@@ -65,6 +65,8 @@ CASES = [
     ("cbdg,agfe->fedcba", {"a": 5, "b": 3, "c": 4, "d": 3, "e": 6, "f": 2, "g": 6}),
     # the same with runs of 11: whole vectors, then a tail, in each
     ("cbdg,agfe->fedcba", {"a": 11, "b": 2, "c": 3, "d": 2, "e": 3, "f": 2, "g": 5}),
+    # D's unit-stride label a free label of the first operand: the operands swap roles
+    ("be,dcea->dcab", {"a": 7, "b": 9, "c": 5, "d": 3, "e": 11}),
     # batch labels x, y, K = 1, rows and columns with tails
     ("xkiy,yjkx->yxij", {"x": 3, "y": 2, "k": 1, "i": 13, "j": 29}),
     # K = 64 over two labels, one free label each side
@@ -82,6 +84,7 @@ def test_the_result_is_the_references(rng, subscripts, sizes, dtype):
     problem = _c_order_problem(subscripts, [x.shape for x in operands], dtype)
     plan = _plan(problem)
     assert plan.route == "small-k:gathered" and "writes D in place: no copies" in plan.reason
+    assert ("reads B, A" in plan.reason) == (subscripts == "be,dcea->dcab")
     d = _d_like(problem.d, dtype)
     plan.execute(tuple(operands), d, Scalars(alpha=2.0), None)
     _assert_close(d, _expected(subscripts, operands, 2.0), 64)
@@ -153,6 +156,7 @@ def test_the_thread_count_does_not_change_a_bit(rng, monkeypatch):
     ({"shift": -9}, "outside the buffers"),  # B's first row before its start
     ({"k": 65}, "1 <= k <= 64"),
     ({"batches": 0}, "batches >= 1"),
+    ({"m": 2**61}, "within the offsets"),  # a size whose table count would overflow
     ({"type": "c8"}, "runs 'f4' and 'f8'"),
 ])
 def test_the_kernel_refuses_what_it_cannot_run(change, message):
