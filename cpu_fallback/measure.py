@@ -76,6 +76,8 @@ class Choice:
         self._fewest_calls = RECHECK_FIRST  # before the next re-check, at the least
         self._recheck = RECHECK_FIRST
         self._decided = False
+        # The medians the last decision saw (a re-check's partial samples are not shown).
+        self._decided_medians: list[float] = []
         self._lock = threading.Lock()
         self._key = key
         self.restored = False
@@ -145,9 +147,9 @@ class Choice:
             self.best = fastest
         self._decided, self.restored = True, False
         self._recheck = self._calls_before_recheck()
+        self._decided_medians = [self._median(i) for i in range(len(self.names))]
         if self._key is not None:
-            medians = [self._median(i) for i in range(len(self.names))]
-            decisions.remember(self._key, self.names, self.best, medians)
+            decisions.remember(self._key, self.names, self.best, self._decided_medians)
 
     def _calls_before_recheck(self) -> int:
         """Calls of the choice before the next re-check: at least ``_fewest_calls``,
@@ -168,8 +170,9 @@ class Choice:
                 timed = sum(len(s) for s in self._samples)
                 return (f"measuring {len(self.names)} variants ({timed} of "
                         f"{len(self.names) * SAMPLES} calls timed)")
-            times = ", ".join(f"{name} {self._median(i) * 1e3:.3g} ms"
-                              for i, name in enumerate(self.names))
+            medians = self._decided_medians or [self._median(i) for i in range(len(self.names))]
+            times = ", ".join(f"{name} {median * 1e3:.3g} ms"
+                              for name, median in zip(self.names, medians))
             if self.restored:
                 return (f"measured in an earlier process (gpu_tc's route cache): "
                         f"{self.names[self.best]} kept ({times}; re-checked after "

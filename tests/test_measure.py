@@ -93,7 +93,10 @@ def test_rechecks_time_every_variant_afresh_at_growing_intervals():
     assert "re-checked after 80 calls" in choice.describe()
     first = 80  # the call that starts the first re-check
     second = first + TWO + RECHECK_FIRST * RECHECK_GROWTH
-    _drive(choice, lambda v, n: [1.0, 2.0][v], second + TWO + 3, log)
+    _drive(choice, lambda v, n: [1.0, 2.0][v], first + RUN + 1, log)
+    # Inside the first re-check ("a" timed afresh, "b" not yet): the decision's medians
+    assert "a 1e+03 ms, b 2e+03 ms" in choice.describe()
+    _drive(choice, lambda v, n: [1.0, 2.0][v], second + TWO + 3 - len(log), log)
     slow = [i for i, v in enumerate(log) if v == 1]
     runs = [RUN + j for j in range(RUN)]  # after the run of "a"
     assert slow == [first + r for r in runs] + [second + r for r in runs]
