@@ -40,6 +40,9 @@
  * memcpy or memset (a run of 12 doubles copied by `rep movsq` and a call took most of
  * the time of TCCG's case 42 at half extents). */
 #pragma GCC optimize("fp-contract=fast", "no-tree-loop-distribute-patterns")
+/* A tile's row of D is copied out of a buffer filled for every column the tile has;
+ * GCC cannot see that a run's copy reads only those. */
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #define SMALL_K_MAX 64
 /* Bytes of B one packed panel may take: with the tile of D, it stays in L2. */
@@ -98,6 +101,15 @@ static Split split(const Shape *s, int64_t cb, int64_t rb, int64_t size, int thr
     return w;
 }
 
+/* The end of the run of columns that starts at c: the next bit set in `starts` (a bit
+ * for each column that starts a run), or cols. */
+static inline int64_t run_end(uint64_t starts, int64_t c, int64_t cols)
+{
+    const uint64_t later = starts >> (c + 1) << (c + 1);
+    const int64_t stop = later ? __builtin_ctzll(later) : cols;
+    return stop < cols ? stop : cols;
+}
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define ISA_AVX512 __attribute__((target("avx512f")))
 #define ISA_AVX2 __attribute__((target("avx2,fma")))
@@ -123,6 +135,22 @@ static Split split(const Shape *s, int64_t cb, int64_t rb, int64_t size, int thr
         int64_t *d_cols;                                                                   \
         uint64_t *starts;                                                                  \
     } NAME##_cols;                                                                         \
+                                                                                           \
+    /* n elements from `from` to `to`: whole vectors, then halves, quarters, ... of one. */\
+    static inline __attribute__((always_inline)) ISA void NAME##_copy(T *to, const T *from,\
+                                                                      int64_t n)           \
+    {                                                                                      \
+        int64_t e = 0;                                                                     \
+        for (; e + NAME##_LANES <= n; e += NAME##_LANES)                                   \
+            memcpy(to + e, from + e, sizeof(NAME##_vec));                                  \
+        for (int part = NAME##_LANES / 2; part > 1; part /= 2)                             \
+            if (e + part <= n) {                                                           \
+                memcpy(to + e, from + e, sizeof(T) * part);                                \
+                e += part;                                                                 \
+            }                                                                              \
+        if (e < n)                                                                         \
+            to[e] = from[e];                                                               \
+    }                                                                                      \
                                                                                            \
     static inline __attribute__((always_inline)) ISA void NAME##_tile(                     \
         const int rb, const int nv, int64_t k, const T *const *a_rows, const int64_t *a_k, \
@@ -159,20 +187,8 @@ static Split split(const Shape *s, int64_t cb, int64_t rb, int64_t size, int thr
                 memcpy(row + v * NAME##_LANES, &x, sizeof x);                              \
             }                                                                              \
             for (int64_t c = 0, stop; c < cols; c = stop) { /* each run of D's columns */  \
-                const uint64_t later = starts >> (c + 1) << (c + 1);                       \
-                stop = later ? __builtin_ctzll(later) : cols;                              \
-                stop = stop < cols ? stop : cols;                                          \
-                T *run = d_rows[r] + d_cols[c];                                            \
-                int64_t e = 0;                                                             \
-                for (; e + NAME##_LANES <= stop - c; e += NAME##_LANES)                    \
-                    memcpy(run + e, row + c + e, sizeof(NAME##_vec));                      \
-                for (int part = NAME##_LANES / 2; part > 1; part /= 2) /* halves, ... */   \
-                    if (e + part <= stop - c) {                                            \
-                        memcpy(run + e, row + c + e, sizeof(T) * part);                    \
-                        e += part;                                                         \
-                    }                                                                      \
-                if (e < stop - c)                                                          \
-                    run[e] = row[c + e];                                                   \
+                stop = run_end(starts, c, cols);                                           \
+                NAME##_copy(d_rows[r] + d_cols[c], row + c, stop - c);                     \
             }                                                                              \
         }                                                                                  \
     }                                                                                      \
@@ -216,25 +232,27 @@ static Split split(const Shape *s, int64_t cb, int64_t rb, int64_t size, int thr
             T *tile = panel + c0 * s->k;                                                   \
             const int64_t cols = width - c0 < NAME##_CB ? width - c0 : NAME##_CB;          \
             int64_t from[NAME##_CB];                                                       \
-            int runs = 1;                                                                  \
-            uint64_t starts = 1;                                                           \
+            uint64_t starts = 1, b_starts = 1; /* runs of D's columns, and of B's */       \
             for (int64_t c = 0; c < cols; c++) {                                           \
                 from[c] = at(&s->b_cols, j0 + c0 + c);                                     \
                 info->d_cols[c0 + c] = at(&s->d_cols, j0 + c0 + c);                        \
-                runs &= from[c] == from[0] + c;                                            \
                 if (c > 0 && info->d_cols[c0 + c] != info->d_cols[c0 + c - 1] + 1)        \
                     starts |= (uint64_t)1 << c;                                            \
+                if (c > 0 && from[c] != from[c - 1] + 1)                                   \
+                    b_starts |= (uint64_t)1 << c;                                          \
             }                                                                              \
             info->starts[c0 / NAME##_CB] = starts;                                         \
             for (int64_t p = 0; p < s->k; p++) {                                           \
                 const T *src = b + b_k[p];                                                 \
                 T *dst = tile + p * NAME##_CB;                                             \
-                if (runs && cols == NAME##_CB) {                                           \
+                if (b_starts == 1 && cols == NAME##_CB) {                                  \
                     memcpy(dst, src + from[0], sizeof(T) * NAME##_CB);                     \
                     continue;                                                              \
                 }                                                                          \
-                for (int64_t c = 0; c < cols; c++)                                         \
-                    dst[c] = src[from[c]];                                                 \
+                for (int64_t c = 0, stop; c < cols; c = stop) {                            \
+                    stop = run_end(b_starts, c, cols);                                     \
+                    NAME##_copy(dst + c, src + from[c], stop - c);                         \
+                }                                                                          \
                 for (int64_t c = cols; c < NAME##_CB; c++)                                 \
                     dst[c] = 0;                                                            \
             }                                                                              \
