@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from gpu_tc.problem import ContractionProblem
 
 from . import kernels
 from .contraction import CpuContractionPlan
+from .raw_memory import memory_extent
 
 # Bytes of B one thread's packed panel takes at most (small_k.c's PANEL_BYTES), and
 # its columns' offsets and run bits (at most 16 bytes a column) beside it.
@@ -41,7 +43,7 @@ def gathered_plans(
     groups = _groups(problem)
     if groups is None:
         return []
-    k = math.prod(problem.a.extent(x) for x in groups["k"])
+    k = math.prod(problem.a.extent(x) for x in groups.k)
     if not module.serves(problem.d.dtype, k):
         return []
     plan = GatheredPlan(problem, groups, fallback, module)
@@ -50,12 +52,23 @@ def gathered_plans(
     return [plan]
 
 
-def _groups(problem: ContractionProblem) -> dict[str, str] | None:
-    """The labels of each role, ordered as the kernel walks them ("rows" from the
-    operand called A, "cols" from B, whose free labels hold D's unit-stride label),
-    and "swap" ("1" where that is the problem's B); None where the kernel cannot
-    serve the problem (mixed dtypes, an empty or zero-stride D, D's unit stride on a
-    batch label or none)."""
+@dataclass(frozen=True)
+class Groups:
+    """The labels of each role, ordered as the kernel walks them: ``rows`` from the
+    operand the kernel calls A, ``cols`` from its B (whose free labels hold D's
+    unit-stride label), ``batch`` and ``k``; ``swap``: the kernel's A is the problem's B."""
+
+    rows: str
+    cols: str
+    batch: str
+    k: str
+    swap: bool
+
+
+def _groups(problem: ContractionProblem) -> Groups | None:
+    """The kernel's label groups of ``problem``; None where it cannot serve the problem
+    (mixed dtypes, an empty or zero-stride D, D's unit stride on a batch label or
+    none)."""
     a, b, d = problem.a, problem.b, problem.d
     if not a.dtype == b.dtype == d.dtype or 0 in d.extents + a.extents + b.extents:
         return None
@@ -69,13 +82,13 @@ def _groups(problem: ContractionProblem) -> dict[str, str] | None:
     rows, cols = (roles.free_b, roles.free_a) if swap else (roles.free_a, roles.free_b)
     by_d = sorted(d.labels, key=lambda x: -abs(d.stride(x)))
     packed = a if swap else b
-    return {
-        "rows": "".join(x for x in by_d if x in rows),
-        "cols": "".join(x for x in by_d if x in cols),
-        "batch": "".join(x for x in by_d if x in roles.batch),
-        "k": "".join(sorted(roles.contracted, key=lambda x: -abs(packed.stride(x)))),
-        "swap": "1" if swap else "",
-    }
+    return Groups(
+        rows="".join(x for x in by_d if x in rows),
+        cols="".join(x for x in by_d if x in cols),
+        batch="".join(x for x in by_d if x in roles.batch),
+        k="".join(sorted(roles.contracted, key=lambda x: -abs(packed.stride(x)))),
+        swap=swap,
+    )
 
 
 class GatheredPlan(PlanDefaults):
@@ -86,7 +99,7 @@ class GatheredPlan(PlanDefaults):
     route = "small-k:gathered"
 
     def __init__(
-        self, problem: ContractionProblem, groups: dict[str, str],
+        self, problem: ContractionProblem, groups: Groups,
         fallback: CpuContractionPlan, kernel: Any,
     ) -> None:
         self.problem = problem
@@ -96,23 +109,23 @@ class GatheredPlan(PlanDefaults):
         d = problem.d
         self._counts = tuple(
             math.prod(problem.a.extent(x) if x in problem.a.labels else d.extent(x)
-                      for x in groups[role])
-            for role in ("rows", "cols", "k", "batch")
+                      for x in labels)
+            for labels in (groups.rows, groups.cols, groups.k, groups.batch)
         )
         m, n, k, batches = self._counts
         itemsize = np.dtype(d.dtype).itemsize
         columns = PANEL_BYTES // (k * itemsize)
         threads = max(os.cpu_count() or 1, int(kernel.max_threads()))
-        self._tables: tuple[Any, np.ndarray] | None = None
-        # The tables, and their copy in a call on an operand with a negative stride.
-        table_bytes = 2 * 8 * (2 * (m + n + k) + 3 * batches)
+        # The tables of the last layout called: (its strides, the tables or None).
+        self._tables: tuple[Any, np.ndarray | None] | None = None
+        table_bytes = 8 * (2 * (m + n + k) + 3 * batches)
         self.temporary_bytes = max(threads * (PANEL_BYTES + 16 * columns + 128) + table_bytes,
                                    fallback.temporary_bytes)
-        operands = "B, A" if groups["swap"] else "A, B"
+        operands = "B, A" if groups.swap else "A, B"
         self.reason = (
             f"the small-K kernel (K = {k}) reads {operands} where they "
-            f"lie (rows {groups['rows'] or '-'}, columns {groups['cols']} gathered into "
-            f"its panels, batch {groups['batch'] or '-'}) and writes D in place: no copies"
+            f"lie (rows {groups.rows or '-'}, columns {groups.cols} gathered into "
+            f"its panels, batch {groups.batch or '-'}) and writes D in place: no copies"
         )
 
     def __repr__(self) -> str:
@@ -121,34 +134,42 @@ class GatheredPlan(PlanDefaults):
     def execute(self, inputs: Any, d: Any, scalars: Scalars, c: Any) -> None:
         """Write the result into ``d``; a call adding beta * ``c`` runs the fallback."""
         a, b = inputs
-        alpha = scalars.alpha
-        if (scalars.beta != 0 or np.imag(alpha) != 0
-                or any(s % x.itemsize for x in (a, b, d) for s in x.strides)):
-            self._fallback.execute(inputs, d, scalars, c)
-            return
-        if self._groups["swap"]:
+        if self._groups.swap:
             a, b = b, a
         key = (a.strides, b.strides, d.strides)
         if self._tables is None or self._tables[0] != key:
             self._tables = key, self._offsets(a, b, d)
-        self._kernel.gathered(a, b, d, self._counts, self._tables[1], float(np.real(alpha)))
+        tables, alpha = self._tables[1], scalars.alpha
+        if tables is None or scalars.beta != 0 or np.imag(alpha) != 0:
+            self._fallback.execute(inputs, d, scalars, c)
+            return
+        self._kernel.gathered(a, b, d, self._counts, tables, float(np.real(alpha)))
 
-    def _offsets(self, a: Any, b: Any, d: Any) -> np.ndarray:
-        """The kernel's offset tables for these arrays (see small_k.gathered)."""
+    def _offsets(self, a: Any, b: Any, d: Any) -> np.ndarray | None:
+        """The kernel's offset tables for these arrays, from each one's lowest address
+        (see small_k.gathered); None where a stride is not a whole number of elements."""
+        if any(s % x.itemsize for x in (a, b, d) for s in x.strides):
+            return None
         problem, groups = self.problem, self._groups
-        specs = (problem.b, problem.a) if groups["swap"] else (problem.a, problem.b)
+        specs = (problem.b, problem.a) if groups.swap else (problem.a, problem.b)
         arrays = {"a": (specs[0], a), "b": (specs[1], b), "d": (problem.d, d)}
 
-        def table(operand: str, role: str) -> np.ndarray:
+        def table(operand: str, labels: str) -> np.ndarray:
             spec, array = arrays[operand]
-            strides = [array.strides[spec.labels.index(x)] // array.itemsize
-                       for x in groups[role]]
-            return _grid([spec.extent(x) for x in groups[role]], strides)
+            strides = [array.strides[spec.labels.index(x)] // array.itemsize for x in labels]
+            return _grid([spec.extent(x) for x in labels], strides)
+
+        def batch(operand: str) -> np.ndarray:  # from the operand's lowest address
+            array = arrays[operand][1]
+            base, _ = memory_extent(array.shape, tuple(s // array.itemsize
+                                                       for s in array.strides))
+            return table(operand, groups.batch) + base
 
         return np.concatenate([
-            table("a", "rows"), table("d", "rows"), table("b", "cols"), table("d", "cols"),
-            table("a", "k"), table("b", "k"),
-            table("a", "batch"), table("b", "batch"), table("d", "batch"),
+            table("a", groups.rows), table("d", groups.rows),
+            table("b", groups.cols), table("d", groups.cols),
+            table("a", groups.k), table("b", groups.k),
+            batch("a"), batch("b"), batch("d"),
         ])
 
 

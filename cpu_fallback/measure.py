@@ -85,6 +85,7 @@ class Choice:
         if saved is not None:  # decided in an earlier process: re-checked later only
             self.best, self.restored, self._decided = saved["best"], True, True
             self._samples = [[m] for m in saved["medians"]]
+            self._decided_medians = list(saved["medians"])
             self._queue.clear()
             self._fewest_calls = RECHECK_FIRST * RECHECK_GROWTH
             self._recheck = self._calls_before_recheck()
@@ -170,9 +171,8 @@ class Choice:
                 timed = sum(len(s) for s in self._samples)
                 return (f"measuring {len(self.names)} variants ({timed} of "
                         f"{len(self.names) * SAMPLES} calls timed)")
-            medians = self._decided_medians or [self._median(i) for i in range(len(self.names))]
             times = ", ".join(f"{name} {median * 1e3:.3g} ms"
-                              for name, median in zip(self.names, medians))
+                              for name, median in zip(self.names, self._decided_medians))
             if self.restored:
                 return (f"measured in an earlier process (gpu_tc's route cache): "
                         f"{self.names[self.best]} kept ({times}; re-checked after "

@@ -232,27 +232,24 @@ static inline int64_t run_end(uint64_t starts, int64_t c, int64_t cols)
             T *tile = panel + c0 * s->k;                                                   \
             const int64_t cols = width - c0 < NAME##_CB ? width - c0 : NAME##_CB;          \
             int64_t from[NAME##_CB];                                                       \
-            uint64_t starts = 1, b_starts = 1; /* runs of D's columns, and of B's */       \
+            uint64_t starts = 1; /* the runs of D's columns */                             \
+            int consecutive = 1; /* B's columns */                                         \
             for (int64_t c = 0; c < cols; c++) {                                           \
                 from[c] = at(&s->b_cols, j0 + c0 + c);                                     \
                 info->d_cols[c0 + c] = at(&s->d_cols, j0 + c0 + c);                        \
                 if (c > 0 && info->d_cols[c0 + c] != info->d_cols[c0 + c - 1] + 1)        \
                     starts |= (uint64_t)1 << c;                                            \
-                if (c > 0 && from[c] != from[c - 1] + 1)                                   \
-                    b_starts |= (uint64_t)1 << c;                                          \
+                consecutive &= from[c] == from[0] + c;                                     \
             }                                                                              \
             info->starts[c0 / NAME##_CB] = starts;                                         \
             for (int64_t p = 0; p < s->k; p++) {                                           \
                 const T *src = b + b_k[p];                                                 \
                 T *dst = tile + p * NAME##_CB;                                             \
-                if (b_starts == 1 && cols == NAME##_CB) {                                  \
-                    memcpy(dst, src + from[0], sizeof(T) * NAME##_CB);                     \
-                    continue;                                                              \
-                }                                                                          \
-                for (int64_t c = 0, stop; c < cols; c = stop) {                            \
-                    stop = run_end(b_starts, c, cols);                                     \
-                    NAME##_copy(dst + c, src + from[c], stop - c);                         \
-                }                                                                          \
+                if (consecutive) /* else element by element (copying B's runs one by */  \
+                    NAME##_copy(dst, src + from[0], cols); /* one measured no faster) */   \
+                else                                                                       \
+                    for (int64_t c = 0; c < cols; c++)                                     \
+                        dst[c] = src[from[c]];                                             \
                 for (int64_t c = cols; c < NAME##_CB; c++)                                 \
                     dst[c] = 0;                                                            \
             }                                                                              \
@@ -294,7 +291,7 @@ static inline int64_t run_end(uint64_t starts, int64_t c, int64_t cols)
         }                                                                                  \
     }                                                                                      \
                                                                                            \
-    /* A thread's panel of B, with D's column offsets and tile flags after it. */         \
+    /* A thread's panel of B, with D's column offsets and run bits after it. */           \
     static ISA T *NAME##_buffer(const Shape *s, const Split *w, NAME##_cols *info)         \
     {                                                                                      \
         const size_t panel = (size_t)((s->k * w->nc * (int64_t)sizeof(T) + 63) / 64 * 64); \

@@ -83,25 +83,17 @@ def gathered(
     Args:
         a, b, d: The operands (one served dtype; ``d`` writable), any strides.
         counts: (m, n, k, batches).
-        offsets: int64 offsets in elements from each operand's element 0: a_rows and
-            d_rows (m each), b_cols and d_cols (n each), a_k and b_k (k each), then
-            a_batch, b_batch, d_batch (batches each).
+        offsets: int64 offsets in elements, the batch offsets from each operand's
+            lowest address: a_rows and d_rows (m each), b_cols and d_cols (n each), a_k
+            and b_k (k each), then a_batch, b_batch, d_batch (batches each).
         alpha: A real scale.
     """
-    name = _TYPES[d.dtype]
-    (a_mem, a0), (b_mem, b0), (d_mem, d0) = (_memory(a), _memory(b),
-                                             _memory(d, writeable=True))
-    starts = (a0, b0, d0)
+    a_mem, b_mem, d_mem = _memory(a)[0], _memory(b)[0], _memory(d, writeable=True)[0]
     m, n, k, batches = counts
-    tables = offsets
-    if any(starts):  # tables from each operand's lowest address
-        tables = offsets.copy()
-        tail = 2 * (m + n + k)
-        for i, start in enumerate(starts):
-            tables[tail + i * batches:tail + (i + 1) * batches] += start
     threads = 0 if openmp.forked() else int(_small_k.max_threads())
     with openmp.LOCK:
-        _small_k.gathered(a_mem, b_mem, d_mem, name, m, n, k, batches, tables, alpha, threads)
+        _small_k.gathered(a_mem, b_mem, d_mem, _TYPES[d.dtype], m, n, k, batches, offsets,
+                          alpha, threads)
 
 
 def _elements(x: np.ndarray) -> tuple[int, int]:
