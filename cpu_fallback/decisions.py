@@ -1,7 +1,7 @@
 """Measured route decisions kept across processes (the persistent cache's CPU part).
 
 A :class:`cpu_fallback.measure.Choice` that has timed its variants saves which one it
-kept, with the medians, under ``<cache dir>/cpu-routes/<host>/``; a later process
+kept, with each variant's time, under ``<cache dir>/cpu-routes/<host>/``; a later process
 planning the same problem on the same host starts from that choice instead of timing
 again (its re-checks still run, later). ``<host>`` is a digest of what makes timings
 differ between machines and set-ups: CPU model and the cores this process may use,
@@ -31,21 +31,22 @@ OVERRIDE_PREFIXES = ("OPENBLAS_", "GOTO", "MKL_", "OMP_", "BLIS_", "NUMBA_")
 
 
 def recall(key: str, names: Sequence[str]) -> dict[str, Any] | None:
-    """The decision saved for ``key`` among ``names``: {"best": index, "medians":
-    seconds per variant}, or None (none saved, the cache off, or other variants)."""
+    """The decision saved for ``key`` among ``names``: {"best": index, "seconds":
+    per variant}, or None (none saved, the cache off, other variants, or a record of
+    medians, kept before a variant's time was its fastest call)."""
     store = _store()
     record = None if store is None else store.load(_full_key(key, names))
-    if record is None or record.get("best") not in names:  # the key holds the names
-        return None
-    return {"best": list(names).index(record["best"]), "medians": record["medians"]}
+    if record is None or record.get("best") not in names or "seconds" not in record:
+        return None  # the key holds the names
+    return {"best": list(names).index(record["best"]), "seconds": record["seconds"]}
 
 
-def remember(key: str, names: Sequence[str], best: int, medians: Sequence[float]) -> None:
-    """Save that variant ``best`` of ``names`` was kept, with each variant's median."""
+def remember(key: str, names: Sequence[str], best: int, seconds: Sequence[float]) -> None:
+    """Save that variant ``best`` of ``names`` was kept, with each variant's time."""
     store = _store()
     if store is not None:
         store.save(_full_key(key, names), {"names": list(names), "best": names[best],
-                                           "medians": [float(m) for m in medians]})
+                                           "seconds": [float(t) for t in seconds]})
 
 
 def _full_key(key: str, names: Sequence[str]) -> str:

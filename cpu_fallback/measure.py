@@ -4,19 +4,24 @@ Where routes compete (GEMM lowerings that pack an operand or loop over it, the t
 orientations of a new result) no constant tuned on one host and one size picks well
 on another, so the CPU backend times them on the calls themselves: every call computes
 the full, correct result with one of the variants. A :class:`Choice` runs each variant
-in turn, one untimed call, then SAMPLES timed calls in a row, and keeps the fastest by
-median; the current choice (at first variant 0, the rule's pick) stays unless another
-beats it by MARGIN. The untimed call leads in (page faults, and threads woken: on a
-virtual machine an OpenMP thread that went to sleep during another variant's BLAS call
-took about a millisecond to wake, which a timed call right after the switch would have
-charged to a 0.25 ms kernel), so a variant is timed as a run of its own calls finds it,
-or, inside a chain of steps, as the steps around it leave the threads. Later every variant is
+in turn, one untimed call, then SAMPLES timed calls in a row, and keeps the one whose
+fastest timed call is fastest (a load on the host, page faults, another library's
+threads only ever slow a call down: on the 2-core test host the first calls of a new
+plan took up to 3x the later ones); the current choice (at first variant 0, the rule's
+pick) stays unless another beats it by MARGIN. The untimed call leads in (page faults,
+and threads woken: on a virtual machine an OpenMP thread that went to sleep during
+another variant's BLAS call took about a millisecond to wake, which a timed call right
+after the switch would have charged to a 0.25 ms kernel), so a variant is timed as a
+run of its own calls finds it, or, inside a chain of steps, as the steps around it
+leave the threads. The lead-in lasts longer while another engine's threads still spin
+(SPIN_SECONDS; OpenBLAS's keep a core busy for a tenth of a second after each call),
+and each measurement times the variants of that engine last. Later every variant is
 timed SAMPLES times afresh and the choice made again under the same margin: one
-disturbed call cannot pin a slow variant, and a choice made under a passing load is
-undone at the next re-check. A re-check comes after at least RECHECK_FIRST calls, then
+disturbed run of calls cannot pin a slow variant, and a choice made under a passing
+load is undone at the next re-check. A re-check comes after at least RECHECK_FIRST calls, then
 8x as many each time, and never before the calls since the choice have taken
 1 / RECHECK_SHARE times what the re-check's slower variants will cost by the last
-medians: where a variant is several times slower than the choice (a one-thread
+timings: where a variant is several times slower than the choice (a one-thread
 reduction against a threaded one), its re-check waits until it costs at most a
 RECHECK_SHARE of the time. Host timings are real here: CPU calls are synchronous.
 
@@ -29,7 +34,6 @@ later than a fresh choice's.
 from __future__ import annotations
 
 import math
-import statistics
 import threading
 import time
 from collections import deque
@@ -50,6 +54,14 @@ MARGIN = 0.10
 RECHECK_FIRST = 16
 RECHECK_GROWTH = 8
 RECHECK_SHARE = 0.05
+# Seconds the worker threads of an engine keep spinning after its call returns, taking
+# CPUs from the next call's threads: OpenBLAS's about 0.12 s (a core kept busy, on the
+# 2-core test host; a gathered small-K call timed in that window took 1.7x its time),
+# GOMP's a few milliseconds. A variant's timed calls wait until the other engines'
+# threads have gone to sleep.
+SPIN_SECONDS = {"openmp": 0.01, "blas": 0.15}
+# Until when (time.perf_counter) each engine's threads spin, from its last call.
+_spinning: dict[str, float] = {}
 
 
 class Choice:
@@ -63,11 +75,18 @@ class Choice:
         names: The variants' names, as a reason shows them.
         key: The problem the variants solve, as plain text: decisions are saved under
             it and restored from it (see the module docstring); None keeps none.
+        engines: Whose threads each variant's calls leave spinning (keys of
+            SPIN_SECONDS, see :func:`engines`); None: all the same.
     """
 
-    def __init__(self, names: Sequence[str], key: str | None = None) -> None:
+    def __init__(self, names: Sequence[str], key: str | None = None,
+                 engines: Sequence[str] | None = None) -> None:
         self.names = tuple(names)
         count = len(self.names)
+        self.engines = tuple(engines) if engines is not None else ("openmp",) * count
+        if len(self.engines) != count or not set(self.engines) <= SPIN_SECONDS.keys():
+            raise ValueError(f"engines {self.engines!r}: one of {sorted(SPIN_SECONDS)} "
+                             f"for each of {count} variants")
         self.best = 0
         self._samples: list[list[float]] = [[] for _ in range(count)]
         # (variant, timed) for each call of a measurement: a run of each variant in turn.
@@ -76,16 +95,17 @@ class Choice:
         self._fewest_calls = RECHECK_FIRST  # before the next re-check, at the least
         self._recheck = RECHECK_FIRST
         self._decided = False
-        # The medians the last decision saw (a re-check's partial samples are not shown).
-        self._decided_medians: list[float] = []
+        # The timings the last decision saw (a re-check's partial samples are not shown).
+        self._decided_times: list[float] = []
         self._lock = threading.Lock()
+        self._held_until: float | None = None  # a lead-in's end, at the latest
         self._key = key
         self.restored = False
         saved = None if key is None else decisions.recall(key, self.names)
         if saved is not None:  # decided in an earlier process: re-checked later only
             self.best, self.restored, self._decided = saved["best"], True, True
-            self._samples = [[m] for m in saved["medians"]]
-            self._decided_medians = list(saved["medians"])
+            self._samples = [[t] for t in saved["seconds"]]
+            self._decided_times = list(saved["seconds"])
             self._queue.clear()
             self._fewest_calls = RECHECK_FIRST * RECHECK_GROWTH
             self._recheck = self._calls_before_recheck()
@@ -110,13 +130,34 @@ class Choice:
                     self._fewest_calls *= RECHECK_GROWTH
                     self._samples = [[] for _ in self.names]
                     self._queue.extend(self._rounds())
+            variant, timed = self._pick(allowed, pop=False)
+            if timed and self._lead_in_longer(variant):
+                return variant, False
+            self._held_until = None
             return self._pick(allowed, pop=True)
+
+    def _lead_in_longer(self, variant: int) -> bool:
+        """Whether a timed call of ``variant`` should wait (an untimed call instead):
+        while the threads of another of the variants' engines spin, for at most the
+        longest spin (where the calls around keep them spinning, that is how the
+        variant runs)."""
+        now = time.perf_counter()
+        spin = max((until for engine, until in _spinning.items()
+                    if engine != self.engines[variant] and engine in self.engines),
+                   default=now)
+        if spin <= now:
+            return False
+        if self._held_until is None:
+            self._held_until = now + max(SPIN_SECONDS.values())
+        return now < self._held_until
 
     def _rounds(self) -> list[tuple[int, bool]]:
         """The calls of one measurement: each variant in turn, a lead-in then SAMPLES
-        timed calls."""
+        timed calls; the variants whose engine spins longest last, so that the others
+        are timed without waiting for those threads."""
         run = [False] + [True] * SAMPLES
-        return [(v, timed) for v in range(len(self.names)) for timed in run]
+        order = sorted(range(len(self.names)), key=lambda v: SPIN_SECONDS[self.engines[v]])
+        return [(v, timed) for v in order for timed in run]
 
     def _pick(self, allowed: Sequence[int] | None, pop: bool) -> tuple[int, bool]:
         for position, (variant, timed) in enumerate(self._queue):
@@ -126,7 +167,7 @@ class Choice:
                 return variant, timed
         if allowed is None or self.best in allowed:
             return self.best, False
-        return min(allowed, key=self._median), False
+        return min(allowed, key=self._time), False
 
     def record(self, variant: int, seconds: float, timed: bool) -> None:
         """The seconds a call of ``variant`` took (``timed`` as :meth:`next` said)."""
@@ -138,30 +179,33 @@ class Choice:
             if not self._queue:
                 self._decide()
 
-    def _median(self, variant: int) -> float:
+    def _time(self, variant: int) -> float:
+        """The variant's time: the fastest of its last SAMPLES timed calls."""
         samples = self._samples[variant]
-        return statistics.median(samples) if samples else float("inf")
+        return min(samples) if samples else float("inf")
 
     def _decide(self) -> None:
-        fastest = min(range(len(self.names)), key=self._median)
-        if self._median(fastest) < (1 - MARGIN) * self._median(self.best):
+        fastest = min(range(len(self.names)), key=self._time)
+        if self._time(fastest) < (1 - MARGIN) * self._time(self.best):
             self.best = fastest
         self._decided, self.restored = True, False
         self._recheck = self._calls_before_recheck()
-        self._decided_medians = [self._median(i) for i in range(len(self.names))]
+        self._decided_times = [self._time(i) for i in range(len(self.names))]
         if self._key is not None:
-            decisions.remember(self._key, self.names, self.best, self._decided_medians)
+            decisions.remember(self._key, self.names, self.best, self._decided_times)
 
     def _calls_before_recheck(self) -> int:
         """Calls of the choice before the next re-check: at least ``_fewest_calls``,
         and enough that the re-check's extra time (RUN calls of each other variant,
-        less the choice's time, by the last medians) is at most RECHECK_SHARE of
+        less the choice's time, by the last timings) is at most RECHECK_SHARE of
         theirs."""
-        best = self._median(self.best)
+        best = self._time(self.best)
         if not 0 < best < float("inf"):
             return self._fewest_calls
-        others = [self._median(v) for v in range(len(self.names)) if v != self.best]
+        others = [self._time(v) for v in range(len(self.names)) if v != self.best]
         extra = RUN * sum(m - best for m in others if best < m < float("inf"))
+        if len(set(self.engines)) > 1:  # the lead-in while the choice's threads spin
+            extra += SPIN_SECONDS[self.engines[self.best]]
         return max(self._fewest_calls, math.ceil(extra / (RECHECK_SHARE * best) - 1e-9))
 
     def describe(self) -> str:
@@ -171,14 +215,14 @@ class Choice:
                 timed = sum(len(s) for s in self._samples)
                 return (f"measuring {len(self.names)} variants ({timed} of "
                         f"{len(self.names) * SAMPLES} calls timed)")
-            times = ", ".join(f"{name} {median * 1e3:.3g} ms"
-                              for name, median in zip(self.names, self._decided_medians))
+            times = ", ".join(f"{name} {seconds * 1e3:.3g} ms"
+                              for name, seconds in zip(self.names, self._decided_times))
             if self.restored:
                 return (f"measured in an earlier process (gpu_tc's route cache): "
                         f"{self.names[self.best]} kept ({times}; re-checked after "
                         f"{self._recheck} calls)")
-            return (f"measured: {self.names[self.best]} kept ({times}; medians of the "
-                    f"last {SAMPLES} timed calls, {MARGIN:.0%} margin for a change; "
+            return (f"measured: {self.names[self.best]} kept ({times}; the fastest "
+                    f"of the last {SAMPLES} timed calls, {MARGIN:.0%} margin for a change; "
                     f"re-checked after {self._recheck} calls)")
 
 
@@ -188,7 +232,16 @@ def timed_run(choice: Choice, plans: Sequence[PrimitivePlan], inputs: Any, out: 
     variant, timed = choice.next(allowed)
     start = time.perf_counter()
     plans[variant].execute(inputs, out, scalars, addend)
-    choice.record(variant, time.perf_counter() - start, timed)
+    end = time.perf_counter()
+    engine = choice.engines[variant]
+    _spinning[engine] = end + SPIN_SECONDS[engine]
+    choice.record(variant, end - start, timed)
+
+
+def engines(plans: Sequence[PrimitivePlan]) -> list[str]:
+    """Whose threads each plan's calls leave spinning: 'blas' for a BLAS route, else
+    'openmp' (gpu_tc's own kernels)."""
+    return ["blas" if str(plan.route).startswith("blas:") else "openmp" for plan in plans]
 
 
 def variant_names(plans: Sequence[PrimitivePlan], prefixes: Sequence[str] = ()) -> list[str]:
@@ -210,7 +263,8 @@ class MeasuredPlan(PlanDefaults):
 
     def __init__(self, plans: Sequence[PrimitivePlan], key: str | None = None) -> None:
         self.plans = tuple(plans)
-        self.choice = Choice(variant_names(self.plans), choice_key(key, self.plans))
+        self.choice = Choice(variant_names(self.plans), choice_key(key, self.plans),
+                             engines(self.plans))
         # The most any of the plans takes: each runs while they are timed.
         self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)
 

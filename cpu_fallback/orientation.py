@@ -16,7 +16,7 @@ from gpu_tc.backend import PrimitivePlan, Scalars
 from gpu_tc.problem import ContractionProblem, TensorSpec
 from gpu_tc.strides import same_layout
 
-from .measure import Choice, MeasuredPlan, choice_key, timed_run, variant_names
+from .measure import Choice, MeasuredPlan, choice_key, engines, timed_run, variant_names
 
 
 def contraction_flops(problem: ContractionProblem) -> int:
@@ -57,7 +57,8 @@ class OrientationTrial:
         self._outputs = tuple(outputs[1] if f else outputs[0] for f in self._flipped)
         self._layout = layout
         prefixes = ["flipped" if f else "preferred" for f in self._flipped]
-        self.choice = Choice(variant_names(self.plans, prefixes), choice_key(key, self.plans))
+        self.choice = Choice(variant_names(self.plans, prefixes), choice_key(key, self.plans),
+                             engines(self.plans))
         # The most any of the plans takes: each runs while they are timed.
         self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)
 

@@ -55,7 +55,7 @@ def test_a_decision_is_saved_and_a_new_choice_of_the_same_key_starts_from_it(cac
     (path,) = _record_files(cache)
     record = json.loads(path.read_text())
     assert record["gpu_tc"] == __version__ and record["value"]["best"] == "other"
-    assert record["value"]["medians"] == [2.0, 1.0]
+    assert record["value"]["seconds"] == [2.0, 1.0]
 
     again = Choice(["rule", "other"], key=KEY)
     assert again.restored and again.settled and again.best == 1
@@ -79,8 +79,8 @@ def test_a_restored_decision_is_still_rechecked_later_and_a_change_saved(cache):
     assert Choice(["rule", "other"], key=KEY).best == 0  # the new decision was saved
 
 
-def test_a_restored_decision_waits_as_its_saved_medians_say(cache):
-    """The saved medians price the re-check: 4 calls of "rule" (a lead-in, 3 timed) at 5 s
+def test_a_restored_decision_waits_as_its_saved_times_say(cache):
+    """The saved times price the re-check: 4 calls of "rule" (a lead-in, 3 timed) at 5 s
     less 1 s each (16 s) are 5% of 320 calls of 1 s, more than the 128 a restored choice
     waits."""
     _settle(Choice(["rule", "other"], key=KEY), [5.0, 1.0])
@@ -88,6 +88,18 @@ def test_a_restored_decision_waits_as_its_saved_medians_say(cache):
     assert "re-checked after 320 calls" in restored.describe()
     assert [restored.next() for _ in range(320)] == [(1, False)] * 320
     assert restored.next()[0] == 0  # the re-check
+
+
+def test_a_record_of_medians_from_before_is_measured_again(cache):
+    """Records kept each variant's median before a variant's time was its fastest call:
+    such a record is not restored (and no warning: it is well formed)."""
+    _settle(Choice(["rule", "other"], key=KEY), [2.0, 1.0])
+    (path,) = _record_files(cache)
+    path.write_text(path.read_text().replace('"seconds"', '"medians"'), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fresh = Choice(["rule", "other"], key=KEY)
+    assert not fresh.restored and not fresh.settled
 
 
 def test_other_variants_or_another_key_do_not_use_the_record(cache):

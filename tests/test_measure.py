@@ -18,6 +18,7 @@ from cpu_fallback.measure import (
     RECHECK_SHARE,
     RUN,
     SAMPLES,
+    SPIN_SECONDS,
     Choice,
     MeasuredPlan,
 )
@@ -29,6 +30,12 @@ from gpu_tc.gemm import lower, policies
 assert (SAMPLES, RUN, RECHECK_SHARE, RECHECK_FIRST, RECHECK_GROWTH) == (3, 4, 0.05, 16, 8)
 # Calls of one measurement of two variants: each a lead-in, then timed SAMPLES times.
 TWO = 2 * RUN
+
+
+@pytest.fixture(autouse=True)
+def _no_threads_spinning(monkeypatch):
+    """No engine's threads spin when a test starts (real calls in other tests set it)."""
+    monkeypatch.setattr(measure, "_spinning", {})
 
 
 def _drive(choice: Choice, seconds, calls: int, log: list[int] | None = None) -> None:
@@ -63,16 +70,18 @@ def test_the_default_stays_unless_another_is_faster_by_the_margin():
 
 
 def test_one_disturbed_call_cannot_pin_the_slow_variant():
-    """The median of SAMPLES ignores one outlier; a choice made under a long
-    disturbance is undone at the next re-check."""
+    """A variant's time is its fastest timed call: disturbed calls (two of the three
+    here) do not count; a choice made under a long disturbance is undone at the next
+    re-check."""
     choice = Choice(["fast", "slow"])
-    disturbed_call = 1  # the first timed call of "fast" takes 10x as long
+    disturbed_calls = (1, 3)  # two of the timed calls of "fast" take 10x as long
 
     def seconds(variant: int, number: int) -> float:
-        return 10.0 if (variant, number) == (0, disturbed_call) else [1.0, 2.0][variant]
+        return 10.0 if variant == 0 and number in disturbed_calls else [1.0, 2.0][variant]
 
     _drive(choice, seconds, TWO)
     assert choice.best == 0
+    assert "fast 1e+03 ms, slow 2e+03 ms; the fastest of the last 3" in choice.describe()
     disturbed = Choice(["fast", "slow"])
     during = TWO
     _drive(disturbed, lambda v, n: [5.0, 2.0][v] if n < during else [1.0, 2.0][v], during)
@@ -94,7 +103,7 @@ def test_rechecks_time_every_variant_afresh_at_growing_intervals():
     first = 80  # the call that starts the first re-check
     second = first + TWO + RECHECK_FIRST * RECHECK_GROWTH
     _drive(choice, lambda v, n: [1.0, 2.0][v], first + RUN + 1, log)
-    # Inside the first re-check ("a" timed afresh, "b" not yet): the decision's medians
+    # Inside the first re-check ("a" timed afresh, "b" not yet): the decision's times
     assert "a 1e+03 ms, b 2e+03 ms" in choice.describe()
     _drive(choice, lambda v, n: [1.0, 2.0][v], second + TWO + 3 - len(log), log)
     slow = [i for i, v in enumerate(log) if v == 1]
@@ -117,6 +126,40 @@ def test_a_recheck_waits_until_it_costs_a_small_share_of_the_calls(seconds, wait
     _drive(choice, lambda v, n: seconds[v], wait + RUN * count, log)
     assert log[:wait] == [best] * wait
     assert log[wait:] == [v for v in range(count) for _ in range(RUN)]
+
+
+def test_the_variants_of_the_longest_spinning_engine_are_timed_last():
+    choice, log = Choice(["b1", "o1", "b2", "o2"], engines=["blas", "openmp"] * 2), []
+    _drive(choice, lambda v, n: 1.0, 4 * RUN, log)
+    assert log == [1] * RUN + [3] * RUN + [0] * RUN + [2] * RUN
+
+
+def test_timed_calls_wait_while_another_engines_threads_spin(monkeypatch):
+    """After a BLAS variant's call its threads spin for SPIN_SECONDS["blas"]: the next
+    variant's lead-in goes on (untimed calls) until then, never longer than the longest
+    spin; a variant of the same engine, or a choice of one engine, does not wait."""
+    now = [100.0]
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: now[0])
+    choice = Choice(["o", "b"], engines=["openmp", "blas"])
+    measure._spinning["blas"] = now[0] + 0.1  # a BLAS call just returned
+    assert choice.next() == (0, False)  # the lead-in
+    assert [choice.next() for _ in range(3)] == [(0, False)] * 3  # still spinning
+    now[0] += 0.1
+    assert choice.next() == (0, True)  # the threads sleep: timed
+    measure._spinning["blas"] = now[0] + 10.0  # kept spinning by the calls around
+    assert choice.next() == (0, False)
+    now[0] += SPIN_SECONDS["blas"]
+    assert choice.next() == (0, True)  # waited the longest spin: timed as they leave it
+    one_engine = Choice(["o1", "o2"])
+    one_engine.next()
+    assert one_engine.next() == (0, True)
+
+
+def test_engines_must_name_one_known_engine_per_variant():
+    with pytest.raises(ValueError, match="engines"):
+        Choice(["a", "b"], engines=["blas"])
+    with pytest.raises(ValueError, match="engines"):
+        Choice(["a", "b"], engines=["blas", "mkl"])
 
 
 def test_allowed_restricts_the_variants_run():
@@ -171,6 +214,22 @@ def test_measured_plan_reports_the_chosen_route_and_the_timings(monkeypatch):
     assert fast.calls == RUN + 5 and slow.calls == RUN
 
 
+def test_a_measured_plan_times_its_own_kernels_first_and_marks_blas_spinning(monkeypatch):
+    """The small-K variant (gpu_tc's OpenMP kernel) is timed before the BLAS one; each
+    call marks its engine's threads spinning from its end, for that engine's time."""
+    clock = [0.0]
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+    blas, own = _Plan("blas:packed", 0.004, clock), _Plan("small-k:gathered", 0.001, clock)
+    plan = MeasuredPlan([blas, own])
+    assert plan.choice.engines == ("blas", "openmp")
+    plan.execute((), None, Scalars(), None)
+    assert (own.calls, blas.calls) == (1, 0)
+    assert measure._spinning == {"openmp": 0.001 + SPIN_SECONDS["openmp"]}
+    for _ in range(RUN):
+        plan.execute((), None, Scalars(), None)
+    assert blas.calls == 1 and measure._spinning["blas"] == clock[0] + SPIN_SECONDS["blas"]
+
+
 HALF_TCCG_3 = ("aebd,ce->dcba", {"a": 36, "b": 36, "c": 12, "d": 36, "e": 36})
 
 
@@ -184,8 +243,10 @@ def test_competing_lowerings_are_measured_and_every_result_is_right(rng):
     a, b = (rng.standard_normal([sizes[x] for x in t]) for t in terms)
     expected = reference.einsum(subscripts, a, b)
     plan = gpu_tc.prepare(subscripts, a, b)
-    for _ in range(8 * RUN + 2):  # two orientations x four variants
+    calls = 0  # two orientations x four variants, RUN calls each, and longer lead-ins
+    while calls < 8 * RUN or "measuring" in plan.reason and calls < 400:
         np.testing.assert_allclose(plan.execute(a, b), expected, rtol=1e-12, atol=1e-12)
+        calls += 1
     assert "GEMM orientation and lowering measured:" in plan.reason
     for variant in ("blas:packed", "blas:batched", "small-k:packed", "small-k:gathered"):
         assert f"preferred {variant}" in plan.reason and f"flipped {variant}" in plan.reason
