@@ -104,5 +104,7 @@ def _elements(x: np.ndarray) -> tuple[int, int]:
 def _memory(x: np.ndarray, writeable: bool = False) -> tuple[np.ndarray, int]:
     """The memory under ``x`` as a flat array of its dtype from its lowest address, and
     the offset of its element 0 in it."""
+    if x.flags.c_contiguous or x.flags.f_contiguous:  # element 0 lies lowest
+        return x.ravel(order="K"), 0  # a view, in ~1 us (memory_extent and flat: 9)
     base, span = memory_extent(x.shape, tuple(s // x.itemsize for s in x.strides))
     return flat(x, x.dtype.str, base, span, writeable=writeable), base
