@@ -1,10 +1,11 @@
 /* cpu_fallback._small_k: the GEMM of cpu_fallback.small_k, D = alpha * A @ B for a small
- * inner extent K (at most SMALL_K_MAX), on operands of any layout.
+ * or medium inner extent K (at most SMALL_K_MAX), on operands of any layout.
  *
  * With few terms per element a GEMM is bound by writing D, not by arithmetic. A BLAS
  * GEMM with beta = 0 first writes zeros over D, then reads and writes it again while it
  * adds the product (OpenBLAS's dgemm of 768 x 12 x 768 took 1.7x as long as filling D);
- * this kernel writes each tile of D once, from registers. Each thread packs a panel of
+ * this kernel writes each tile of D once, from registers; with a few hundred terms it
+ * still keeps pace with BLAS (see small_k.py's MAX_K). Each thread packs a panel of
  * B (K x NC, zero-padded to whole tiles) into an aligned buffer, then sweeps its rows of
  * D a tile of RB rows by CB columns at a time: the tile's RB x NV vectors stay in
  * registers over the K terms, A's elements are broadcast from wherever they lie, and
@@ -44,7 +45,7 @@
  * GCC cannot see that a run's copy reads only those. */
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#define SMALL_K_MAX 64
+#define SMALL_K_MAX 512
 /* Bytes of B one packed panel may take: with the tile of D, it stays in L2. */
 #define PANEL_BYTES (512 * 1024)
 /* Rows of D a piece takes at least, so that packing its panel costs little beside it. */
@@ -401,7 +402,7 @@ static PyObject *multiply(Py_buffer *a, Py_buffer *b, Py_buffer *d, const char *
     if (s->m < 1 || s->n < 1 || s->k < 1 || s->k > SMALL_K_MAX || s->batches < 1 ||
         threads < 0) {
         PyErr_SetString(PyExc_ValueError,
-                        "needs m, n, batches >= 1, 1 <= k <= 64 and threads >= 0");
+                        "needs m, n, batches >= 1, 1 <= k <= 512 and threads >= 0");
         return NULL;
     }
     if (!in_bounds(s, a->len / size, b->len / size, d->len / size)) {
@@ -425,7 +426,7 @@ PyDoc_STRVAR(gemm_doc,
 "     threads)\n"
 "--\n\n"
 "d[d0 + i*d_row + j] = alpha * sum over p of a[a0 + i*a_row + p*a_col] *\n"
-"b[b0 + p*b_row + j*b_col] for i < m, j < n, p < k (1 <= k <= 64; strides in elements,\n"
+"b[b0 + p*b_row + j*b_col] for i < m, j < n, p < k (1 <= k <= 512; strides in elements,\n"
 "any sign); type 'f4' or 'f8'. threads > 0 shares the work among that many OpenMP\n"
 "threads.");
 
@@ -455,7 +456,7 @@ PyDoc_STRVAR(gathered_doc,
 "--\n\n"
 "For each batch t, d[d_batch[t] + d_rows[i] + d_cols[j]] = alpha * sum over p of\n"
 "a[a_batch[t] + a_rows[i] + a_k[p]] * b[b_batch[t] + b_k[p] + b_cols[j]] for i < m,\n"
-"j < n, p < k (1 <= k <= 64): offsets in elements, an int64 buffer holding a_rows and\n"
+"j < n, p < k (1 <= k <= 512): offsets in elements, an int64 buffer holding a_rows and\n"
 "d_rows (m each), b_cols and d_cols (n each), a_k and b_k (k each), a_batch, b_batch\n"
 "and d_batch (batches each), in that order. type 'f4' or 'f8'; threads as gemm's.");
 
@@ -474,7 +475,7 @@ static PyObject *gathered(PyObject *self, PyObject *args)
     if (m < 1 || n < 1 || k < 1 || k > SMALL_K_MAX || batches < 1 || m > entries ||
         n > entries || batches > entries) {
         PyErr_SetString(PyExc_ValueError, "needs m, n, batches >= 1 (each within the "
-                        "offsets) and 1 <= k <= 64");
+                        "offsets) and 1 <= k <= 512");
         goto done;
     }
     const int64_t *t = table(&offsets, 2 * (m + n + k) + 3 * batches, "offsets");

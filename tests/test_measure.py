@@ -256,7 +256,7 @@ def test_competing_lowerings_are_measured_and_every_result_is_right(rng):
 
 @pytest.mark.parametrize("subscripts, shapes", [
     ("ij,jk->ik", [(4, 4), (4, 4)]),       # small: the rule alone
-    ("ab,bc->ac", [(300, 300), (300, 300)]),  # one lowering: nothing to measure
+    ("ab,bc->ac", [(300, 600), (600, 300)]),  # one lowering, K past the small-K kernel
 ])
 def test_nothing_is_measured_without_competition_or_below_the_size(rng, subscripts, shapes):
     operands = [rng.standard_normal(s) for s in shapes]
