@@ -1,14 +1,15 @@
-/* cpu_fallback._small_k: the GEMM of cpu_fallback.small_k, D = alpha * A @ B for a small
- * or medium inner extent K (at most SMALL_K_MAX), on operands of any layout.
+/* cpu_fallback._small_k: the GEMM of cpu_fallback.small_k, D = alpha * A @ B, made for
+ * a small inner extent K, on operands of any layout.
  *
  * With few terms per element a GEMM is bound by writing D, not by arithmetic. A BLAS
  * GEMM with beta = 0 first writes zeros over D, then reads and writes it again while it
  * adds the product (OpenBLAS's dgemm of 768 x 12 x 768 took 1.7x as long as filling D);
  * this kernel writes each tile of D once, from registers; with a few hundred terms it
- * still keeps pace with BLAS (see small_k.py's MAX_K). Each thread packs a panel of
- * B (K x NC, zero-padded to whole tiles) into an aligned buffer, then sweeps its rows of
- * D a tile of RB rows by CB columns at a time: the tile's RB x NV vectors stay in
- * registers over the K terms, A's elements are broadcast from wherever they lie, and
+ * still keeps pace with BLAS, and a larger K is summed in blocks of at most K_BLOCK
+ * terms (see small_k.py). Each thread packs a panel of B (a block's terms x NC,
+ * zero-padded to whole tiles) into an aligned buffer, then sweeps its rows of D a tile
+ * of RB rows by CB columns at a time: the tile's RB x NV vectors stay in registers over
+ * the block's terms, A's elements are broadcast from wherever they lie, and
  * D's rows are written along their length (long rows write faster than short pieces of
  * many). A tile at the end of D's columns or rows takes as few vectors and rows as it
  * needs.
@@ -28,8 +29,8 @@
  * threads, each writing its own part of D, panels narrowed where there would be fewer
  * than two pieces a thread; 0 runs on the calling thread, without a parallel region (a
  * forked child must not start one). The GIL is released while it runs; every offset is
- * checked against the buffers first. Each element of D sums its K terms in order, so
- * the thread count does not change a bit.
+ * checked against the buffers first. Each element of D sums its K terms in order (a
+ * block's sum added to the blocks' before), so the thread count does not change a bit.
  */
 #include "kernel_common.h"
 
@@ -45,7 +46,9 @@
  * GCC cannot see that a run's copy reads only those. */
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#define SMALL_K_MAX 512
+/* The K terms one panel holds: a larger K is summed in blocks of at most this many,
+ * each block's products added into D (the first one's written). */
+#define K_BLOCK 512
 /* Bytes of B one packed panel may take: with the tile of D, it stays in L2. */
 #define PANEL_BYTES (512 * 1024)
 /* Rows of D a piece takes at least, so that packing its panel costs little beside it. */
@@ -71,19 +74,23 @@ typedef struct {
     Index a_rows, a_k, b_k, b_cols, d_rows, d_cols, a_batch, b_batch, d_batch;
 } Shape;
 
-/* How the product is cut: panels of nc columns of B (a multiple of the tile's cb, at
- * most PANEL_BYTES packed), chunks of rc rows of D (a multiple of the tile's rb, two per
- * thread, at least MIN_CHUNK_ROWS: each piece packs its panel), and the pieces (batch,
- * panel, chunk) the threads share: at least two per thread where the columns allow. */
+/* How the product is cut: blocks of kc terms (K in blocks of about equal size, each at
+ * most K_BLOCK), panels of nc columns of B (a multiple of the tile's cb, at most
+ * PANEL_BYTES of kc terms packed), chunks of rc rows of D (a multiple of the tile's rb,
+ * two per thread, at least MIN_CHUNK_ROWS: each piece packs its panels), and the pieces
+ * (batch, panel, chunk) the threads share: at least two per thread where the columns
+ * allow. A piece sums every block of its part of D, so no two threads write an element. */
 typedef struct {
-    int64_t nc, rc, chunks, panels, pieces;
+    int64_t kc, nc, rc, chunks, panels, pieces;
 } Split;
 
 static Split split(const Shape *s, int64_t cb, int64_t rb, int64_t size, int threads)
 {
     Split w;
     const int64_t n_round = (s->n + cb - 1) / cb * cb;
-    w.nc = PANEL_BYTES / (s->k * size) / cb * cb;
+    const int64_t blocks = (s->k + K_BLOCK - 1) / K_BLOCK;
+    w.kc = (s->k + blocks - 1) / blocks;
+    w.nc = PANEL_BYTES / (w.kc * size) / cb * cb;
     w.nc = w.nc < cb ? cb : w.nc > n_round ? n_round : w.nc;
     const int64_t parts = threads > 1 ? threads : 1;
     w.rc = (s->m + 2 * parts - 1) / (2 * parts);
@@ -128,17 +135,17 @@ static inline int64_t run_end(uint64_t starts, int64_t c, int64_t cols)
 #define DEFINE_SMALL_K(NAME, T, BYTES, RB, NV, ISA)                                        \
     typedef T NAME##_vec __attribute__((vector_size(BYTES)));                              \
     enum { NAME##_LANES = BYTES / sizeof(T), NAME##_CB = NV * (BYTES / sizeof(T)) };       \
-    _Static_assert(NAME##_CB <= 63, "a tile's column runs are bits of a uint64_t");       \
+    _Static_assert(NAME##_CB <= 63, "a tile's column runs are bits of a uint64_t");        \
                                                                                            \
-    /* A panel's columns: D's offset of each, and per tile a bit for each column that     \
+    /* A panel's columns: D's offset of each, and per tile a bit for each column that      \
      * starts a run of consecutive offsets in D (1: one run, the tile's columns dense). */ \
     typedef struct {                                                                       \
         int64_t *d_cols;                                                                   \
         uint64_t *starts;                                                                  \
     } NAME##_cols;                                                                         \
                                                                                            \
-    /* n elements from `from` to `to`: whole vectors, then halves, quarters, ... of one. */\
-    static inline __attribute__((always_inline)) ISA void NAME##_copy(T *to, const T *from,\
+    /* n elements from `from` to `to`: whole vectors, then halves, quarters, ... of one. */ \
+    static inline __attribute__((always_inline)) ISA void NAME##_copy(T *to, const T *from, \
                                                                       int64_t n)           \
     {                                                                                      \
         int64_t e = 0;                                                                     \
@@ -156,7 +163,7 @@ static inline int64_t run_end(uint64_t starts, int64_t c, int64_t cols)
     static inline __attribute__((always_inline)) ISA void NAME##_tile(                     \
         const int rb, const int nv, int64_t k, const T *const *a_rows, const int64_t *a_k, \
         const T *panel, T *const *d_rows, int64_t rows, const int64_t *d_cols,             \
-        int64_t cols, uint64_t starts, T alpha)                                            \
+        int64_t cols, uint64_t starts, T alpha, int add)                                   \
     {                                                                                      \
         NAME##_vec acc[RB][NV];                                                            \
         for (int r = 0; r < rb; r++)                                                       \
@@ -175,7 +182,8 @@ static inline int64_t run_end(uint64_t starts, int64_t c, int64_t cols)
         }                                                                                  \
         /* acc indexed by constants only (loops unrolled): a row known at run time kept    \
          * acc in memory, stored and reloaded around every tile (a third of the time       \
-         * where K is 12). A tile whose columns are not one run in D is staged. */         \
+         * where K is 12). A tile whose columns are not one run in D is staged. With       \
+         * `add` (a later block of K terms) the tile is added into D. */                   \
         const int dense = starts == 1 && cols == nv * NAME##_LANES;                        \
         T staged[RB][NAME##_CB];                                                           \
         _Pragma("GCC unroll 16")                                                           \
@@ -184,9 +192,18 @@ static inline int64_t run_end(uint64_t starts, int64_t c, int64_t cols)
                 break;                                                                     \
             _Pragma("GCC unroll 4")                                                        \
             for (int v = 0; v < nv; v++) {                                                 \
-                const NAME##_vec x = alpha * acc[r][v];                                    \
-                memcpy(dense ? d_rows[r] + d_cols[0] + v * NAME##_LANES                    \
-                             : &staged[r][v * NAME##_LANES], &x, sizeof x);                \
+                NAME##_vec x = alpha * acc[r][v];                                          \
+                if (!dense) {                                                              \
+                    memcpy(&staged[r][v * NAME##_LANES], &x, sizeof x);                    \
+                    continue;                                                              \
+                }                                                                          \
+                T *to = d_rows[r] + d_cols[0] + v * NAME##_LANES;                          \
+                if (add) {                                                                 \
+                    NAME##_vec y;                                                          \
+                    memcpy(&y, to, sizeof y);                                              \
+                    x += y;                                                                \
+                }                                                                          \
+                memcpy(to, &x, sizeof x);                                                  \
             }                                                                              \
         }                                                                                  \
         if (dense)                                                                         \
@@ -194,7 +211,12 @@ static inline int64_t run_end(uint64_t starts, int64_t c, int64_t cols)
         for (int r = 0; r < rb && r < rows; r++)                                           \
             for (int64_t c = 0, stop; c < cols; c = stop) { /* each run of D's columns */  \
                 stop = run_end(starts, c, cols);                                           \
-                NAME##_copy(d_rows[r] + d_cols[c], staged[r] + c, stop - c);               \
+                T *to = d_rows[r] + d_cols[c];                                             \
+                if (add)                                                                   \
+                    for (int64_t e = 0; e < stop - c; e++)                                 \
+                        to[e] += staged[r][c + e];                                         \
+                else                                                                       \
+                    NAME##_copy(to, staged[r] + c, stop - c);                              \
             }                                                                              \
     }                                                                                      \
                                                                                            \
@@ -202,39 +224,40 @@ static inline int64_t run_end(uint64_t starts, int64_t c, int64_t cols)
     static ISA void NAME##_block(int64_t k, const T *const *a_rows, const int64_t *a_k,    \
                                  const T *panel, T *const *d_rows, int64_t rows,           \
                                  const int64_t *d_cols, int64_t cols, uint64_t starts,     \
-                                 T alpha)                                                  \
+                                 T alpha, int add)                                         \
     {                                                                                      \
         const int nv = (int)((cols + NAME##_LANES - 1) / NAME##_LANES);                    \
         if (rows > RB / 2) {                                                               \
             if (nv >= NV)                                                                  \
                 NAME##_tile(RB, NV, k, a_rows, a_k, panel, d_rows, rows, d_cols, cols,     \
-                            starts, alpha);                                                \
+                            starts, alpha, add);                                           \
             else if (nv == 1)                                                              \
                 NAME##_tile(RB, 1, k, a_rows, a_k, panel, d_rows, rows, d_cols, cols,      \
-                            starts, alpha);                                                \
+                            starts, alpha, add);                                           \
             else                                                                           \
                 NAME##_tile(RB, NV - 1, k, a_rows, a_k, panel, d_rows, rows, d_cols,       \
-                            cols, starts, alpha);                                          \
+                            cols, starts, alpha, add);                                     \
         } else {                                                                           \
             if (nv >= NV)                                                                  \
                 NAME##_tile(RB / 2, NV, k, a_rows, a_k, panel, d_rows, rows, d_cols, cols, \
-                            starts, alpha);                                                \
+                            starts, alpha, add);                                           \
             else if (nv == 1)                                                              \
                 NAME##_tile(RB / 2, 1, k, a_rows, a_k, panel, d_rows, rows, d_cols, cols,  \
-                            starts, alpha);                                                \
+                            starts, alpha, add);                                           \
             else                                                                           \
                 NAME##_tile(RB / 2, NV - 1, k, a_rows, a_k, panel, d_rows, rows, d_cols,   \
-                            cols, starts, alpha);                                          \
+                            cols, starts, alpha, add);                                     \
         }                                                                                  \
     }                                                                                      \
                                                                                            \
-    /* B's columns j0 .. j0 + width - 1 as tiles of k x CB, zero-padded; D's offset of     \
-     * each column, and which tiles have D's columns consecutive. */                       \
-    static ISA void NAME##_pack(const T *b, const Shape *s, const int64_t *b_k, int64_t j0, \
-                                int64_t width, T *panel, NAME##_cols *info)                \
+    /* B's columns j0 .. j0 + width - 1, its k terms b_k, as tiles of k x CB,              \
+     * zero-padded; D's offset of each column, and which tiles have D's columns            \
+     * consecutive. */                                                                     \
+    static ISA void NAME##_pack(const T *b, const Shape *s, const int64_t *b_k, int64_t k, \
+                                int64_t j0, int64_t width, T *panel, NAME##_cols *info)    \
     {                                                                                      \
         for (int64_t c0 = 0; c0 < width; c0 += NAME##_CB) {                                \
-            T *tile = panel + c0 * s->k;                                                   \
+            T *tile = panel + c0 * k;                                                      \
             const int64_t cols = width - c0 < NAME##_CB ? width - c0 : NAME##_CB;          \
             int64_t from[NAME##_CB];                                                       \
             uint64_t starts = 1; /* the runs of D's columns */                             \
@@ -242,15 +265,15 @@ static inline int64_t run_end(uint64_t starts, int64_t c, int64_t cols)
             for (int64_t c = 0; c < cols; c++) {                                           \
                 from[c] = at(&s->b_cols, j0 + c0 + c);                                     \
                 info->d_cols[c0 + c] = at(&s->d_cols, j0 + c0 + c);                        \
-                if (c > 0 && info->d_cols[c0 + c] != info->d_cols[c0 + c - 1] + 1)        \
+                if (c > 0 && info->d_cols[c0 + c] != info->d_cols[c0 + c - 1] + 1)         \
                     starts |= (uint64_t)1 << c;                                            \
                 consecutive &= from[c] == from[0] + c;                                     \
             }                                                                              \
             info->starts[c0 / NAME##_CB] = starts;                                         \
-            for (int64_t p = 0; p < s->k; p++) {                                           \
+            for (int64_t p = 0; p < k; p++) {                                              \
                 const T *src = b + b_k[p];                                                 \
                 T *dst = tile + p * NAME##_CB;                                             \
-                if (consecutive) /* else element by element (copying B's runs one by */  \
+                if (consecutive) /* else element by element (copying B's runs one by */    \
                     NAME##_copy(dst, src + from[0], cols); /* one measured no faster) */   \
                 else                                                                       \
                     for (int64_t c = 0; c < cols; c++)                                     \
@@ -261,8 +284,9 @@ static inline int64_t run_end(uint64_t starts, int64_t c, int64_t cols)
         }                                                                                  \
     }                                                                                      \
                                                                                            \
-    /* Piece `piece` of the product: rows i_start .. of panel j0 .. of one batch. */       \
-    static ISA void NAME##_piece(const T *a, const T *b, T *d, const Shape *s, T alpha,   \
+    /* Piece `piece` of the product: rows i_start .. of panel j0 .. of one batch, its      \
+     * blocks of K terms in order (each after the first added into D). */                  \
+    static ISA void NAME##_piece(const T *a, const T *b, T *d, const Shape *s, T alpha,    \
                                  const Split *w, int64_t piece, T *panel,                  \
                                  NAME##_cols *info)                                        \
     {                                                                                      \
@@ -274,33 +298,36 @@ static inline int64_t run_end(uint64_t starts, int64_t c, int64_t cols)
         a += at(&s->a_batch, batch);                                                       \
         b += at(&s->b_batch, batch);                                                       \
         d += at(&s->d_batch, batch);                                                       \
-        int64_t a_k[SMALL_K_MAX], b_k[SMALL_K_MAX];                                        \
-        for (int64_t p = 0; p < s->k; p++) {                                               \
-            a_k[p] = at(&s->a_k, p);                                                       \
-            b_k[p] = at(&s->b_k, p);                                                       \
-        }                                                                                  \
-        NAME##_pack(b, s, b_k, j0, width, panel, info);                                    \
-        for (int64_t i = i_start; i < i_stop; i += RB) {                                   \
-            const int64_t rows = i_stop - i < RB ? i_stop - i : RB;                        \
-            const T *a_rows[RB];                                                           \
-            T *d_rows[RB];                                                                 \
-            for (int r = 0; r < RB; r++) { /* rows past the last repeat it, unwritten */   \
-                const int64_t row = i + (r < rows ? r : rows - 1);                         \
-                a_rows[r] = a + at(&s->a_rows, row);                                       \
-                d_rows[r] = d + at(&s->d_rows, row);                                       \
+        for (int64_t k0 = 0; k0 < s->k; k0 += w->kc) {                                     \
+            const int64_t k = s->k - k0 < w->kc ? s->k - k0 : w->kc;                       \
+            int64_t a_k[K_BLOCK], b_k[K_BLOCK];                                            \
+            for (int64_t p = 0; p < k; p++) {                                              \
+                a_k[p] = at(&s->a_k, k0 + p);                                              \
+                b_k[p] = at(&s->b_k, k0 + p);                                              \
             }                                                                              \
-            for (int64_t c0 = 0; c0 < width; c0 += cb)                                     \
-                NAME##_block(s->k, a_rows, a_k, panel + c0 * s->k, d_rows, rows,           \
-                             info->d_cols + c0, width - c0 < cb ? width - c0 : cb,         \
-                             info->starts[c0 / cb], alpha);                                \
+            NAME##_pack(b, s, b_k, k, j0, width, panel, info);                             \
+            for (int64_t i = i_start; i < i_stop; i += RB) {                               \
+                const int64_t rows = i_stop - i < RB ? i_stop - i : RB;                    \
+                const T *a_rows[RB];                                                       \
+                T *d_rows[RB];                                                             \
+                for (int r = 0; r < RB; r++) { /* rows past the last repeat it, unwritten */ \
+                    const int64_t row = i + (r < rows ? r : rows - 1);                     \
+                    a_rows[r] = a + at(&s->a_rows, row);                                   \
+                    d_rows[r] = d + at(&s->d_rows, row);                                   \
+                }                                                                          \
+                for (int64_t c0 = 0; c0 < width; c0 += cb)                                 \
+                    NAME##_block(k, a_rows, a_k, panel + c0 * k, d_rows, rows,             \
+                                 info->d_cols + c0, width - c0 < cb ? width - c0 : cb,     \
+                                 info->starts[c0 / cb], alpha, k0 > 0);                    \
+            }                                                                              \
         }                                                                                  \
     }                                                                                      \
                                                                                            \
-    /* A thread's panel of B, with D's column offsets and run bits after it. */           \
+    /* A thread's panel of B, with D's column offsets and run bits after it. */            \
     static ISA T *NAME##_buffer(const Shape *s, const Split *w, NAME##_cols *info)         \
     {                                                                                      \
-        const size_t panel = (size_t)((s->k * w->nc * (int64_t)sizeof(T) + 63) / 64 * 64); \
-        char *buffer = aligned_alloc(64, panel + (size_t)(w->nc * 16 + 64));              \
+        const size_t panel = (size_t)((w->kc * w->nc * (int64_t)sizeof(T) + 63) / 64 * 64); \
+        char *buffer = aligned_alloc(64, panel + (size_t)(w->nc * 16 + 64));               \
         if (buffer != NULL)                                                                \
             *info = (NAME##_cols){(int64_t *)(buffer + panel),                             \
                                   (uint64_t *)(buffer + panel + w->nc * 8)};               \
@@ -399,10 +426,10 @@ static PyObject *multiply(Py_buffer *a, Py_buffer *b, Py_buffer *d, const char *
         PyErr_Format(PyExc_ValueError, "the small-K GEMM runs 'f4' and 'f8', not %s", name);
         return NULL;
     }
-    if (s->m < 1 || s->n < 1 || s->k < 1 || s->k > SMALL_K_MAX || s->batches < 1 ||
+    if (s->m < 1 || s->n < 1 || s->k < 1 || s->batches < 1 ||
         threads < 0) {
         PyErr_SetString(PyExc_ValueError,
-                        "needs m, n, batches >= 1, 1 <= k <= 512 and threads >= 0");
+                        "needs m, n, k, batches >= 1 and threads >= 0");
         return NULL;
     }
     if (!in_bounds(s, a->len / size, b->len / size, d->len / size)) {
@@ -426,7 +453,7 @@ PyDoc_STRVAR(gemm_doc,
 "     threads)\n"
 "--\n\n"
 "d[d0 + i*d_row + j] = alpha * sum over p of a[a0 + i*a_row + p*a_col] *\n"
-"b[b0 + p*b_row + j*b_col] for i < m, j < n, p < k (1 <= k <= 512; strides in elements,\n"
+"b[b0 + p*b_row + j*b_col] for i < m, j < n, p < k (k >= 1; strides in elements,\n"
 "any sign); type 'f4' or 'f8'. threads > 0 shares the work among that many OpenMP\n"
 "threads.");
 
@@ -456,7 +483,7 @@ PyDoc_STRVAR(gathered_doc,
 "--\n\n"
 "For each batch t, d[d_batch[t] + d_rows[i] + d_cols[j]] = alpha * sum over p of\n"
 "a[a_batch[t] + a_rows[i] + a_k[p]] * b[b_batch[t] + b_k[p] + b_cols[j]] for i < m,\n"
-"j < n, p < k (1 <= k <= 512): offsets in elements, an int64 buffer holding a_rows and\n"
+"j < n, p < k (k >= 1): offsets in elements, an int64 buffer holding a_rows and\n"
 "d_rows (m each), b_cols and d_cols (n each), a_k and b_k (k each), a_batch, b_batch\n"
 "and d_batch (batches each), in that order. type 'f4' or 'f8'; threads as gemm's.");
 
@@ -472,10 +499,10 @@ static PyObject *gathered(PyObject *self, PyObject *args)
         return NULL;
     PyObject *result = NULL;
     const long long entries = offsets.len / 8; /* bounds m, n, batches before any product */
-    if (m < 1 || n < 1 || k < 1 || k > SMALL_K_MAX || batches < 1 || m > entries ||
+    if (m < 1 || n < 1 || k < 1 || batches < 1 || m > entries ||
         n > entries || batches > entries) {
         PyErr_SetString(PyExc_ValueError, "needs m, n, batches >= 1 (each within the "
-                        "offsets) and 1 <= k <= 512");
+                        "offsets) and k >= 1");
         goto done;
     }
     const int64_t *t = table(&offsets, 2 * (m + n + k) + 3 * batches, "offsets");

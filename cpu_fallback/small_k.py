@@ -1,5 +1,5 @@
 """The GEMM of a small inner extent (cpu_fallback._small_k, built from small_k.c):
-``D = alpha * A @ B`` with K <= MAX_K, each tile of D written once from registers;
+``D = alpha * A @ B`` made for a small K, each tile of D written once from registers;
 :func:`gemm` on strided matrices, :func:`gathered` on operands of any layout, every
 element found by offset tables (cpu_fallback.gathered).
 
@@ -21,18 +21,18 @@ with openmp.spin_environment():
 
 from .raw_memory import flat, memory_extent
 
-# The largest inner extent the kernel takes (small_k.c's SMALL_K_MAX). With a few terms
-# per element of D it writes D once where BLAS writes it twice; up to a few hundred it
-# still keeps pace with BLAS (2 threads, dense 23088 x 156 x 148 to 4096 x 512 x 100
-# float64: 98-145 GFLOP/s against numpy.matmul's 79-142) and reads operands where
-# they lie, where BLAS needs them packed; beyond, a panel of B holds too few columns.
-MAX_K = 512
+# With a few terms per element of D the kernel writes D once where BLAS writes it twice;
+# with a few hundred it still keeps pace with BLAS (2 threads, dense 23088 x 156 x 148 to
+# 4096 x 512 x 100 float64: 98-145 GFLOP/s against numpy.matmul's 79-142) and reads the
+# operands where they lie, where BLAS needs them packed. A larger K is summed in blocks
+# of at most 512 terms (small_k.c's K_BLOCK), so any K is served: plans measure it
+# against BLAS and keep the faster.
 _TYPES = {np.dtype(np.float32): "f4", np.dtype(np.float64): "f8"}
 
 
 def serves(dtype: Any, k: int) -> bool:
     """Whether the kernel computes products of ``dtype`` over an inner extent ``k``."""
-    return np.dtype(dtype) in _TYPES and 1 <= k <= MAX_K
+    return np.dtype(dtype) in _TYPES and k >= 1
 
 
 def max_threads() -> int:
