@@ -28,14 +28,26 @@
 #define CLONES
 #endif
 
-/* Widen [low, high] by the offsets 0 .. (extent - 1) * stride. */
+/* a + b, held at INT64_MAX or INT64_MIN where it would overflow: a reach that does not
+ * fit in int64 then fails every bounds check instead of wrapping into one that passes. */
+static inline int64_t saturated_add(int64_t a, int64_t b)
+{
+    int64_t sum;
+    if (__builtin_add_overflow(a, b, &sum))
+        return b > 0 ? INT64_MAX : INT64_MIN;
+    return sum;
+}
+
+/* Widen [low, high] by the offsets 0 .. (extent - 1) * stride (extent >= 1). */
 static inline void reach(int64_t extent, int64_t stride, int64_t *low, int64_t *high)
 {
-    int64_t far = (extent - 1) * stride;
+    int64_t far;
+    if (__builtin_mul_overflow(extent - 1, stride, &far))
+        far = stride > 0 ? INT64_MAX : INT64_MIN;
     if (far < 0)
-        *low += far;
+        *low = saturated_add(*low, far);
     else
-        *high += far;
+        *high = saturated_add(*high, far);
 }
 
 /* Widen [low, high] by the smallest and largest of n >= 1 table entries. */
@@ -46,8 +58,8 @@ static inline void table_reach(const int64_t *table, int64_t n, int64_t *low, in
         lo = table[i] < lo ? table[i] : lo;
         hi = table[i] > hi ? table[i] : hi;
     }
-    *low += lo;
-    *high += hi;
+    *low = saturated_add(*low, lo);
+    *high = saturated_add(*high, hi);
 }
 
 /* An int64 table from a buffer of at least `need` entries; NULL with an error set. */

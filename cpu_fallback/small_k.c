@@ -498,11 +498,11 @@ static PyObject *gathered(PyObject *self, PyObject *args)
                           &batches, &offsets, &alpha, &threads))
         return NULL;
     PyObject *result = NULL;
-    const long long entries = offsets.len / 8; /* bounds m, n, batches before any product */
-    if (m < 1 || n < 1 || k < 1 || batches < 1 || m > entries ||
-        n > entries || batches > entries) {
-        PyErr_SetString(PyExc_ValueError, "needs m, n, batches >= 1 (each within the "
-                        "offsets) and k >= 1");
+    const long long entries = offsets.len / 8; /* bounds m, n, k, batches before any product */
+    if (m < 1 || n < 1 || k < 1 || batches < 1 || m > entries || n > entries ||
+        k > entries || batches > entries) {
+        PyErr_SetString(PyExc_ValueError, "needs m, n, k, batches >= 1, each within the "
+                        "offsets");
         goto done;
     }
     const int64_t *t = table(&offsets, 2 * (m + n + k) + 3 * batches, "offsets");

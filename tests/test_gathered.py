@@ -160,6 +160,7 @@ def test_the_thread_count_does_not_change_a_bit(rng, monkeypatch):
     ({"shift": -9}, "outside the buffers"),  # B's first row before its start
     ({"batches": 0}, "batches >= 1"),
     ({"m": 2**61}, "within the offsets"),  # a size whose table count would overflow
+    ({"k": 2**60}, "within the offsets"),
     ({"type": "c8"}, "runs 'f4' and 'f8'"),
 ])
 def test_the_kernel_refuses_what_it_cannot_run(change, message):

@@ -101,6 +101,9 @@ def test_the_thread_count_does_not_change_a_bit(rng):
     ({"a0": 1}, "outside the buffers"),           # A starts one element late
     ({"d_row": -4}, "outside the buffers"),       # D's rows run below its start
     ({"k": 0}, "k, batches >= 1"),
+    # a reach of (k - 1) x stride past int64 (it wrapped to 0 and passed): refused
+    ({"k": 2**32 + 1, "a_col": 2**32, "b_row": 2**32}, "outside the buffers"),
+    ({"m": 2**40, "a_row": 2**40, "d_row": 2**40}, "outside the buffers"),
     ({"threads": -1}, "threads >= 0"),
     ({"type": "c8"}, "runs 'f4' and 'f8'"),
 ])
