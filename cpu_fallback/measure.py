@@ -130,6 +130,8 @@ class Choice:
                     self._fewest_calls *= RECHECK_GROWTH
                     self._samples = [[] for _ in self.names]
                     self._queue.extend(self._rounds())
+                else:  # settled: the choice, untimed
+                    return self._pick(allowed, pop=False)
             variant, timed = self._pick(allowed, pop=False)
             if timed and self._lead_in_longer(variant):
                 return variant, False
