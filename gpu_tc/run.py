@@ -41,33 +41,36 @@ class Composed(Protocol):
 
 
 @lru_cache(maxsize=1024)
-def _dense_order(spec: TensorSpec) -> tuple[int, ...] | None:
-    """The axis order, outermost first, in which ``spec`` is dense; None when its
-    strides leave gaps or run backwards."""
+def _dense_allocation(spec: TensorSpec) -> tuple[tuple[int, ...], tuple[int, ...] | None] | None:
+    """For a ``spec`` dense in some axis order: (its extents in that order, outermost
+    first; the transpose back to ``spec``'s axis order, or None when it is that order).
+    None when its strides leave gaps or run backwards."""
     order = tuple(sorted(range(len(spec.extents)), key=lambda i: -spec.strides[i]))
     step = 1
     for i in reversed(order):
         if spec.extents[i] != 1 and spec.strides[i] != step:
             return None
         step *= spec.extents[i]
-    return order
+    if order == tuple(range(len(order))):
+        return spec.extents, None
+    return tuple(spec.extents[i] for i in order), tuple(order.index(i) for i in range(len(order)))
 
 
 def allocate(backend: Backend, spec: TensorSpec) -> Any:
     """A new array laid out exactly as ``spec``: dense in its axis order, or, when its
     strides leave gaps or run backwards (a plan made for an ``out`` that is a window),
     a view of a buffer spanning them."""
-    order = _dense_order(spec)
-    if order is None and 0 not in spec.extents:
-        low = sum((e - 1) * s for e, s in zip(spec.extents, spec.strides) if s < 0)
-        high = sum((e - 1) * s for e, s in zip(spec.extents, spec.strides) if s > 0)
-        buffer = backend.empty((high - low + 1,), spec.dtype)
-        return backend.view(buffer[-low:], spec, writable=True)
-    memory = list(order) if order is not None else list(range(len(spec.extents)))
-    if memory == list(range(len(memory))):
+    dense = _dense_allocation(spec)
+    if dense is not None:
+        extents, axes = dense
+        array = backend.empty(extents, spec.dtype)
+        return array if axes is None else array.transpose(axes)
+    if 0 in spec.extents:
         return backend.empty(spec.extents, spec.dtype)
-    array = backend.empty(tuple(spec.extents[i] for i in memory), spec.dtype)
-    return array.transpose([memory.index(i) for i in range(len(memory))])
+    low = sum((e - 1) * s for e, s in zip(spec.extents, spec.strides) if s < 0)
+    high = sum((e - 1) * s for e, s in zip(spec.extents, spec.strides) if s > 0)
+    buffer = backend.empty((high - low + 1,), spec.dtype)
+    return backend.view(buffer[-low:], spec, writable=True)
 
 
 def run(

@@ -640,10 +640,26 @@ def test_prepare_context_manager_frees(backend, rng):
         pytest.param(lambda x: x.astype("complex128"), id="dtype"),
     ],
 )
-def test_prepare_rejects_other_layouts(other, backend, rng):
+@pytest.mark.parametrize("executed_first", [False, True], ids=["fresh", "after-a-call"])
+def test_prepare_rejects_other_layouts(other, backend, executed_first, rng):
+    """Also after a call passed the checks (later calls compare layout keys first)."""
     a = to_backend(random_array(rng, (3, 3), np.float64), backend)
     plan = gpu_tc.prepare("ij,jk->ik", a, a)
+    if executed_first:
+        plan.execute(a, a)
     with pytest.raises(gpu_tc.ShapeError, match=r"operand 1 .*'ij,jk->ik'"):
         plan.execute(a, other(a))
     with pytest.raises(gpu_tc.ShapeError, match=r"takes 2 operand\(s\), got 1"):
         plan.execute(a)
+
+
+def test_prepare_converts_after_a_call_passed_the_checks(rng):
+    """Operands that are not the plan's own kind of array (a list, big-endian data) are
+    still converted after an earlier call skipped the checks' conversions."""
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
+    plan = gpu_tc.prepare("ij,jk->ik", a, b)
+    np.testing.assert_allclose(plan.execute(a, b), a @ b)
+    swapped = b.astype(b.dtype.newbyteorder(">"))
+    np.testing.assert_allclose(plan.execute(a, swapped), a @ b)
+    np.testing.assert_allclose(plan.execute(a.tolist(), b), a @ b)
+    np.testing.assert_allclose(plan.execute(a, b), a @ b)

@@ -66,6 +66,18 @@ def test_small_k_memory_is_a_view_with_element_0s_offset(make):
         assert _element(memory, x, base, index) == x[index]
 
 
+def test_small_k_memory_of_a_permuted_array_is_writable_in_place():
+    """A dense array in another axis order (a new result the kernels write) comes back
+    as a view in memory order, twice (its extent cached), and writes land in it."""
+    x = DENSE["permuted"]()
+    for _ in range(2):
+        memory, base = _memory(x, writeable=True)
+        assert base == 0 and memory.size == x.size and np.shares_memory(memory, x)
+        memory[:] = np.arange(24.0) + 100
+        np.testing.assert_array_equal(x, np.arange(24.0).reshape(2, 3, 4).transpose(2, 0, 1) + 100)
+        x -= 100
+
+
 def test_no_copy_of_a_gapped_array_is_made(monkeypatch):
     """A window of a larger array is not raveled (that would copy it): the interface
     object describes its memory instead."""
