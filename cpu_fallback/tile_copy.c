@@ -247,8 +247,11 @@ static PyObject *copy(PyObject *self, PyObject *args)
 #endif
         {
             leave_cpu(caller);
+            /* Chunks taken as threads come free: a thread slowed on its CPU (OpenBLAS's
+             * idle worker spins for ~0.1 s after a GEMM, on the CPU this region's worker
+             * moves to) takes fewer, where a static deal waited for its share. */
 #ifdef _OPENMP
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
 #endif
             for (int64_t c = 0; c < n; c++)
                 failed |= copy_range(src.buf, dst.buf, word, &g, c * jobs / n,
