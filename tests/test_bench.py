@@ -335,6 +335,35 @@ def test_cold_first_calls_do_not_size_the_runs(cold_calls):
     assert live.number > 1  # sized from a warm call, not from the 50 ms cold ones
 
 
+def test_each_warm_up_follows_a_pause():
+    """An implementation's first calls (where gpu_tc's plans time their variants) come
+    a settling pause after the previous implementation's last call."""
+    calls: list[tuple[str, float, float]] = []
+
+    def recorded(name):
+        def build(case, ops):
+            def call():
+                start = time.perf_counter()
+                result = np.einsum(case.expr, *ops)
+                calls.append((name, start, time.perf_counter()))
+                return result
+
+            return Runner(call)
+
+        return Peer(name, "recorded", "cpu", "numpy", peers.ALL_KINDS, build)
+
+    plan = _tiny_plan([recorded("first"), recorded("second")])
+    plan = runner.SuitePlan(plan.suite, plan.dtype, plan.cases, plan.peers[1:])
+    settings = runner.Settings(quick=True, repeat=1, min_run_time=0.0, settle=0.05)
+    from gpu_tc.bench.progress import Progress
+
+    runner.run(plan, settings, Progress(plan.steps(1), io.StringIO(), bar=False))
+    starts = [i for i in range(1, len(calls)) if calls[i][0] != calls[i - 1][0]]
+    assert len(starts) >= 3  # first -> second, then the timed runs, then the next case
+    for i in starts:
+        assert calls[i][1] - calls[i - 1][2] >= 0.05, (calls[i - 1], calls[i])
+
+
 def test_the_first_call_after_each_pause_is_not_timed():
     """A call right after the settling pause (slow on a VM waking its cores) is untimed."""
     last = [0.0]

@@ -46,9 +46,10 @@ class Settings:
         repeat: Timed runs per implementation; the median is reported.
         warmup: Untimed calls first (the first one's result is checked).
         min_run_time: Seconds each timed run lasts at least (small cases loop).
-        settle: Seconds of pause before each timed run, so the thread pools of the
-            library timed before (OpenBLAS, OpenMP) stop spinning first; one untimed
-            call follows the pause (see :func:`_run_case`).
+        settle: Seconds of pause before each implementation's warm-up and each timed
+            run, so the thread pools of the library run before (OpenBLAS, OpenMP)
+            stop spinning first; one untimed call follows a timed run's pause (see
+            :func:`_run_case`).
         memory: Also measure each implementation's peak extra memory, after each
             case's timings, in a fresh process per implementation (see
             :mod:`gpu_tc.bench.memory`; not on the gpu backend, nor off Linux).
@@ -223,6 +224,10 @@ def _run_case(
 ) -> dict[str, Any]:
     """Warm up and check every implementation, then time them in turns.
 
+    Each warm-up follows a pause too: gpu_tc's measured plans time their variants in
+    their first calls, and the calls of one variant timed while the previous
+    implementation's BLAS workers still spun ran up to 1.7x slow (a slower variant
+    then kept for the whole case: TCCG x0.5 cases 2, 4 and 9 in one of three runs).
     The timed runs rotate over the implementations (run r starts at the r-th), with a
     pause before each, so a passing load on the host or another library's spinning
     thread pool is shared by all rather than landing on one. An untimed call follows
@@ -237,6 +242,7 @@ def _run_case(
     reference = None
     for peer in [GPU_TC, *[p for p in peers if runs_case(p, case)]]:
         progress.start(f"{case.suite} {case.dtype} #{case.id} {peer.name} warm-up")
+        time.sleep(settings.settle)
         entry, value, prepared = _prepare(peer, case, operands, settings)
         if peer is GPU_TC:
             reference = value
