@@ -25,6 +25,11 @@ timings: where a variant is several times slower than the choice (a one-thread
 reduction against a threaded one), its re-check waits until it costs at most a
 RECHECK_SHARE of the time. Host timings are real here: CPU calls are synchronous.
 
+Where a call takes LONG_SECONDS or more (a large GEMM: seconds a call) lead-ins and
+holds matter little and each timed call costs much: the measurement becomes long, one
+timed call of each variant, the current choice first, then SAMPLES in all of those
+within LONG_CONTENDERS x the fastest; re-checks time the same way.
+
 A choice given a ``key`` (its problem as plain text) saves each decision in the
 persistent cache (:mod:`cpu_fallback.decisions`), and a later process's choice of the
 same key starts from it: no call timed until its first re-check, RECHECK_GROWTH times
@@ -51,6 +56,13 @@ SAMPLES = 3
 # Calls of a variant in one measurement: an untimed lead-in, then SAMPLES timed calls.
 RUN = 1 + SAMPLES
 MARGIN = 0.10
+# A call this long makes a measurement long: no lead-ins (a call's own costs are small
+# beside it, and another engine's spinning threads too), one timed call of each variant,
+# the rule's pick first, then SAMPLES - 1 more of each variant within LONG_CONTENDERS x
+# the fastest time. TCCG case 12 at full extents (~2 s a call) timed four calls of each
+# of its four variants, two of them twice as slow, before this.
+LONG_SECONDS = 0.25
+LONG_CONTENDERS = 1.25
 RECHECK_FIRST = 16
 RECHECK_GROWTH = 8
 RECHECK_SHARE = 0.05
@@ -88,6 +100,7 @@ class Choice:
             raise ValueError(f"engines {self.engines!r}: one of {sorted(SPIN_SECONDS)} "
                              f"for each of {count} variants")
         self.best = 0
+        self._long = False  # see LONG_SECONDS
         self._samples: list[list[float]] = [[] for _ in range(count)]
         # (variant, timed) for each call of a measurement: a run of each variant in turn.
         self._queue: deque[tuple[int, bool]] = deque(self._rounds())
@@ -133,7 +146,7 @@ class Choice:
                 else:  # settled: the choice, untimed
                     return self._pick(allowed, pop=False)
             variant, timed = self._pick(allowed, pop=False)
-            if timed and self._lead_in_longer(variant):
+            if timed and not self._long and self._lead_in_longer(variant):
                 return variant, False
             self._held_until = None
             return self._pick(allowed, pop=True)
@@ -156,7 +169,11 @@ class Choice:
     def _rounds(self) -> list[tuple[int, bool]]:
         """The calls of one measurement: each variant in turn, a lead-in then SAMPLES
         timed calls; the variants whose engine spins longest last, so that the others
-        are timed without waiting for those threads."""
+        are timed without waiting for those threads. Long calls: one timed call of
+        each, the current choice first (more follow for the contenders, see record)."""
+        if self._long:
+            return [(v, True) for v in [self.best] + [v for v in range(len(self.names))
+                                                        if v != self.best]]
         run = [False] + [True] * SAMPLES
         order = sorted(range(len(self.names)), key=lambda v: SPIN_SECONDS[self.engines[v]])
         return [(v, timed) for v in order for timed in run]
@@ -174,12 +191,39 @@ class Choice:
     def record(self, variant: int, seconds: float, timed: bool) -> None:
         """The seconds a call of ``variant`` took (``timed`` as :meth:`next` said)."""
         with self._lock:
+            if not self._long and seconds >= LONG_SECONDS and not self.settled:
+                self._go_long()
+                return
             if not timed:
                 return
             self._samples[variant].append(seconds)
             del self._samples[variant][:-SAMPLES]
-            if not self._queue:
-                self._decide()
+            if self._queue:
+                return
+            if self._long and not self._contenders_timed():
+                return
+            self._decide()
+
+    def _go_long(self) -> None:
+        """A call took LONG_SECONDS or more: the measurement under way restarts as a
+        long one (the call that showed it, often a plan's first, is not counted)."""
+        self._long = True
+        self._samples = [[] for _ in self.names]
+        self._queue.clear()
+        self._queue.extend(self._rounds())
+
+    def _contenders_timed(self) -> bool:
+        """After a long measurement's round of one timed call each: whether the variants
+        within LONG_CONTENDERS x the fastest time, when more than one, have SAMPLES timed
+        calls each; if not, their calls are queued."""
+        fastest = min(self._time(v) for v in range(len(self.names)))
+        contenders = [v for v in range(len(self.names))
+                      if self._time(v) <= LONG_CONTENDERS * fastest]
+        if len(contenders) < 2:
+            return True
+        self._queue.extend((v, True) for v in contenders
+                           for _ in range(SAMPLES - len(self._samples[v])))
+        return not self._queue
 
     def _time(self, variant: int) -> float:
         """The variant's time: the fastest of its last SAMPLES timed calls."""
@@ -205,8 +249,9 @@ class Choice:
         if not 0 < best < float("inf"):
             return self._fewest_calls
         others = [self._time(v) for v in range(len(self.names)) if v != self.best]
-        extra = RUN * sum(m - best for m in others if best < m < float("inf"))
-        if len(set(self.engines)) > 1:  # the lead-in while the choice's threads spin
+        calls = 1 if self._long else RUN  # a long re-check times the slow variants once
+        extra = calls * sum(m - best for m in others if best < m < float("inf"))
+        if len(set(self.engines)) > 1 and not self._long:  # lead-ins while threads spin
             extra += SPIN_SECONDS[self.engines[self.best]]
         return max(self._fewest_calls, math.ceil(extra / (RECHECK_SHARE * best) - 1e-9))
 
@@ -223,9 +268,12 @@ class Choice:
                 return (f"measured in an earlier process (gpu_tc's route cache): "
                         f"{self.names[self.best]} kept ({times}; re-checked after "
                         f"{self._recheck} calls)")
-            return (f"measured: {self.names[self.best]} kept ({times}; the fastest "
-                    f"of the last {SAMPLES} timed calls, {MARGIN:.0%} margin for a change; "
-                    f"re-checked after {self._recheck} calls)")
+            samples = (f"the fastest of up to {SAMPLES} timed calls, one where a call took "
+                       f"{LONG_CONTENDERS}x the fastest" if self._long
+                       else f"the fastest of the last {SAMPLES} timed calls")
+            return (f"measured: {self.names[self.best]} kept ({times}; {samples}, "
+                    f"{MARGIN:.0%} margin for a change; re-checked after {self._recheck} "
+                    f"calls)")
 
 
 def timed_run(choice: Choice, plans: Sequence[PrimitivePlan], inputs: Any, out: Any,

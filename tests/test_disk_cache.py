@@ -19,12 +19,18 @@ import numpy as np
 import platformdirs
 import pytest
 
-from cpu_fallback import decisions
+from cpu_fallback import decisions, measure
 from cpu_fallback.measure import RECHECK_FIRST, RECHECK_GROWTH, SAMPLES, Choice
 from gpu_tc import CacheWarning, disk_cache
 from gpu_tc.version import __version__
 
 KEY = "test problem"
+
+
+@pytest.fixture(autouse=True)
+def _short_calls(monkeypatch):
+    """The hand-made seconds below count as short calls (see measure.LONG_SECONDS)."""
+    monkeypatch.setattr(measure, "LONG_SECONDS", float("inf"))
 
 
 @pytest.fixture

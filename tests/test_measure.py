@@ -12,6 +12,7 @@ import pytest
 import gpu_tc
 from cpu_fallback import measure
 from cpu_fallback.measure import (
+    LONG_CONTENDERS,
     MARGIN,
     RECHECK_FIRST,
     RECHECK_GROWTH,
@@ -34,8 +35,10 @@ TWO = 2 * RUN
 
 @pytest.fixture(autouse=True)
 def _no_threads_spinning(monkeypatch):
-    """No engine's threads spin when a test starts (real calls in other tests set it)."""
+    """No engine's threads spin when a test starts (real calls in other tests set it);
+    the hand-made seconds below stay short calls unless a test makes them long."""
     monkeypatch.setattr(measure, "_spinning", {})
+    monkeypatch.setattr(measure, "LONG_SECONDS", float("inf"))
 
 
 def _drive(choice: Choice, seconds, calls: int, log: list[int] | None = None) -> None:
@@ -153,6 +156,52 @@ def test_timed_calls_wait_while_another_engines_threads_spin(monkeypatch):
     one_engine = Choice(["o1", "o2"])
     one_engine.next()
     assert one_engine.next() == (0, True)
+
+
+LONG = {"blas": 2.0, "slow": 4.0, "close": 2.1, "slower": 5.0}
+
+
+@pytest.mark.parametrize("close", [2.1, 3.0], ids=["two-contenders", "one-contender"])
+def test_long_calls_time_each_variant_once_and_only_contenders_again(monkeypatch, close):
+    """Calls of seconds: no lead-ins; the slow variants cost one call each, and only
+    the variants within LONG_CONTENDERS x the fastest are timed SAMPLES times."""
+    monkeypatch.setattr(measure, "LONG_SECONDS", 1.0)
+    times = dict(LONG, close=close)
+    names = list(times)
+    choice, log, timed = Choice(names), [], []
+    for _ in range(40):
+        variant, is_timed = choice.next()
+        log.append(names[variant])
+        timed.append(is_timed)
+        choice.record(variant, times[names[variant]], is_timed)
+        if choice.settled:
+            break
+    # The first call (a lead-in) shows the calls are long; then one timed call each,
+    # the current choice first.
+    assert log[:5] == ["blas", "blas", "slow", "close", "slower"] and all(timed[1:])
+    contenders = ["blas", "close"] if close < LONG_CONTENDERS * 2.0 else ["blas"]
+    extra = log[5:]
+    assert sorted(set(extra)) == (contenders if len(contenders) > 1 else [])
+    assert all(extra.count(n) == SAMPLES - 1 for n in set(extra))
+    assert log.count("slow") == 1 and log.count("slower") == 1
+    assert choice.settled and choice.best == 0
+    assert "one where a call took 1.25x the fastest" in choice.describe()
+
+
+def test_long_rechecks_time_every_variant_once_without_holds(monkeypatch):
+    monkeypatch.setattr(measure, "LONG_SECONDS", 1.0)
+    choice = Choice(["blas", "own"], engines=["blas", "openmp"])
+    seconds = {0: 2.0, 1: 4.0}
+    _drive(choice, lambda v, n: seconds[v], 3)  # lead-in, then one timed call each
+    assert choice.settled and choice.best == 0
+    choice._recheck = 0  # the next call starts a re-check
+    measure._spinning["blas"] = float("inf")  # BLAS's threads spin: no hold when long
+    calls = []
+    for _ in range(2):
+        variant, is_timed = choice.next()
+        calls.append((variant, is_timed))
+        choice.record(variant, seconds[variant], is_timed)
+    assert calls == [(0, True), (1, True)] and choice.settled
 
 
 def test_engines_must_name_one_known_engine_per_variant():
