@@ -25,10 +25,10 @@ timings: where a variant is several times slower than the choice (a one-thread
 reduction against a threaded one), its re-check waits until it costs at most a
 RECHECK_SHARE of the time. Host timings are real here: CPU calls are synchronous.
 
-Where a call takes LONG_SECONDS or more (a large GEMM: seconds a call) lead-ins and
-holds matter little and each timed call costs much: the measurement becomes long, one
-timed call of each variant, the current choice first, then SAMPLES in all of those
-within LONG_CONTENDERS x the fastest; re-checks time the same way.
+Where a timed call takes LONG_SECONDS or more (a large GEMM: seconds a call) lead-ins
+and holds matter little and each timed call costs much: the rest of the measurement
+is long, one timed call of each variant, the current choice first, then SAMPLES in all
+of those within LONG_CONTENDERS x the fastest; later re-checks time the same way.
 
 A choice given a ``key`` (its problem as plain text) saves each decision in the
 persistent cache (:mod:`cpu_fallback.decisions`), and a later process's choice of the
@@ -56,11 +56,11 @@ SAMPLES = 3
 # Calls of a variant in one measurement: an untimed lead-in, then SAMPLES timed calls.
 RUN = 1 + SAMPLES
 MARGIN = 0.10
-# A call this long makes a measurement long: no lead-ins (a call's own costs are small
-# beside it, and another engine's spinning threads too), one timed call of each variant,
-# the rule's pick first, then SAMPLES - 1 more of each variant within LONG_CONTENDERS x
-# the fastest time. TCCG case 12 at full extents (~2 s a call) timed four calls of each
-# of its four variants, two of them twice as slow, before this.
+# A timed call this long makes the rest of its measurement long: no lead-ins (a call's
+# own costs are small beside it, and another engine's spinning threads too), one timed
+# call of each variant, the current choice first, then SAMPLES in all of each variant
+# within LONG_CONTENDERS x the fastest time. Before, TCCG case 12 at full extents (~2 s
+# a call) timed four calls of each of its four variants, two of them 1.6-2.8x slower.
 LONG_SECONDS = 0.25
 LONG_CONTENDERS = 1.25
 RECHECK_FIRST = 16
@@ -191,13 +191,12 @@ class Choice:
     def record(self, variant: int, seconds: float, timed: bool) -> None:
         """The seconds a call of ``variant`` took (``timed`` as :meth:`next` said)."""
         with self._lock:
-            if not self._long and seconds >= LONG_SECONDS and not self.settled:
-                self._go_long()
-                return
             if not timed:
                 return
             self._samples[variant].append(seconds)
             del self._samples[variant][:-SAMPLES]
+            if not self._long and seconds >= LONG_SECONDS:
+                self._go_long()
             if self._queue:
                 return
             if self._long and not self._contenders_timed():
@@ -205,12 +204,12 @@ class Choice:
             self._decide()
 
     def _go_long(self) -> None:
-        """A call took LONG_SECONDS or more: the measurement under way restarts as a
-        long one (the call that showed it, often a plan's first, is not counted)."""
+        """A timed call took LONG_SECONDS or more (a lead-in, often a plan's first call,
+        may take longer than the variant does): the rest of the measurement is a long
+        one, a timed call of each variant not yet timed, the current choice first."""
         self._long = True
-        self._samples = [[] for _ in self.names]
         self._queue.clear()
-        self._queue.extend(self._rounds())
+        self._queue.extend((v, True) for v, _ in self._rounds() if not self._samples[v])
 
     def _contenders_timed(self) -> bool:
         """After a long measurement's round of one timed call each: whether the variants

@@ -188,6 +188,15 @@ def test_long_calls_time_each_variant_once_and_only_contenders_again(monkeypatch
     assert "one where a call took 1.25x the fastest" in choice.describe()
 
 
+def test_a_long_lead_in_alone_keeps_the_measurement_short(monkeypatch):
+    """A plan's first call (page faults, threads started) may take long where its
+    variants do not: only a timed call makes the measurement long."""
+    monkeypatch.setattr(measure, "LONG_SECONDS", 1.0)
+    choice, log = Choice(["a", "b"]), []
+    _drive(choice, lambda v, n: 5.0 if n == 0 else [0.2, 0.1][v], TWO, log)
+    assert log == [0] * RUN + [1] * RUN and choice.settled and choice.best == 1
+
+
 def test_long_rechecks_time_every_variant_once_without_holds(monkeypatch):
     monkeypatch.setattr(measure, "LONG_SECONDS", 1.0)
     choice = Choice(["blas", "own"], engines=["blas", "openmp"])
