@@ -4,6 +4,8 @@ offsets into it, and check every offset against the buffer's length."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 
@@ -38,8 +40,10 @@ def flat(array: np.ndarray, typestr: str, base: int, span: int, *, writeable: bo
     return np.asarray(_Memory(array, address, span, typestr, writeable))
 
 
+@lru_cache(maxsize=256)
 def memory_extent(extents: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, int]:
-    """(elements from the lowest address to element 0, elements spanned)."""
+    """(elements from the lowest address to element 0, elements spanned); cached, since
+    a plan's kernels ask it of the same layouts on every call."""
     low = sum((e - 1) * s for e, s in zip(extents, strides) if s < 0)
     high = sum((e - 1) * s for e, s in zip(extents, strides) if s > 0)
     return -low, high - low + 1

@@ -28,10 +28,6 @@ from .raw_memory import flat, memory_extent
 # of at most 512 terms (small_k.c's K_BLOCK), so any K is served: plans measure it
 # against BLAS and keep the faster.
 _TYPES = {np.dtype(np.float32): "f4", np.dtype(np.float64): "f8"}
-# (shape, byte strides, itemsize) -> (base, span) of arrays neither C- nor F-ordered, so
-# that a plan's calls (one layout each) skip memory_extent: a few us of a ~0.1 ms call.
-_EXTENTS: dict[tuple[Any, ...], tuple[int, int]] = {}
-_EXTENTS_KEPT = 64
 
 
 def serves(dtype: Any, k: int) -> bool:
@@ -113,15 +109,8 @@ def _memory(x: np.ndarray, writeable: bool = False) -> tuple[np.ndarray, int]:
     the offset of its element 0 in it."""
     if x.flags.c_contiguous or x.flags.f_contiguous:  # element 0 lies lowest
         return x.ravel(order="K"), 0  # a view, in ~1 us (memory_extent and flat: 9)
-    key = (x.shape, x.strides, x.itemsize)
-    extent = _EXTENTS.get(key)
-    if extent is None:
-        if len(_EXTENTS) >= _EXTENTS_KEPT:
-            _EXTENTS.clear()
-        extent = _EXTENTS[key] = memory_extent(x.shape,
-                                               tuple(s // x.itemsize for s in x.strides))
-    base, span = extent
-    if base == 0 and span == x.size:  # dense in some axis order, element 0 lowest
+    base, span = memory_extent(x.shape, tuple(s // x.itemsize for s in x.strides))
+    if base == 0 and span == x.size:  # dense in another axis order: a view as well
         dense = x.ravel(order="K")
         if dense.base is not None:  # a view (a copy has no base)
             return dense, 0
