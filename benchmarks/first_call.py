@@ -90,7 +90,9 @@ def run_process(expr: str, shapes: list[list[int]], args: argparse.Namespace,
                args.backend, str(args.autotune)]
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode:
-        raise SystemExit(f"{expr} ({args.backend}) failed in its process:\n{done.stderr[-2000:]}")
+        mode = "cached" if cache else "off"
+        raise SystemExit(f"{expr} ({args.backend}, {mode}) failed in its process, exit "
+                         f"{done.returncode}:\n{done.stderr[-2000:]}")
     found = json.loads(done.stdout)
     seconds = found.pop("seconds")
     found.update(first=seconds[0], settling=sum(seconds[:SETTLING_CALLS]),

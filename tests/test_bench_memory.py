@@ -65,9 +65,9 @@ def test_probe_measures_the_copy_numpy_makes_of_a_transposed_operand():
         assert found.peak_bytes >= found.baseline_bytes + RESULT_BYTES + found.peak_extra_bytes
         assert found.hwm_reset is _can_reset_peak() and found.exact
     # Beside the copy: OpenBLAS's packing buffers, touched per BLAS thread (16 threads
-    # of a 16-core GPU host took 4.5 MiB more than the copy).
+    # of a 16-core GPU host took 4.5 MiB more than the copy, and 4.5 MiB without one).
     assert A_BYTES <= copying.peak_extra_bytes <= A_BYTES + 4 * MIB + _blas_threads() * MIB // 2
-    assert in_place.peak_extra_bytes < A_BYTES / 4
+    assert in_place.peak_extra_bytes < A_BYTES / 2
     # What both share (the BLAS's buffers, code pages) cancels: the copy is left.
     assert copying.peak_extra_bytes - in_place.peak_extra_bytes == pytest.approx(A_BYTES,
                                                                                  abs=MIB)

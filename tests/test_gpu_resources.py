@@ -64,34 +64,56 @@ def _execute_with_room(cp: Any, plan: Any, inputs: tuple[Any, Any], d: Any, room
 def test_workspace_out_of_memory_plans_again_with_the_minimum(cp, rng):
     plan = cutensor_plan()
     (variant,) = plan._variants.all()
-    recommended, minimum = variant.plan.workspace_size, variant.minimum_workspace
-    if recommended <= minimum:
-        pytest.skip(f"this cuTENSOR recommends no more than the minimum ({minimum} bytes)")
+    taken, minimum = variant.plan.workspace_size, variant.minimum_workspace
+    if taken <= minimum:
+        pytest.skip(f"this cuTENSOR's plan takes {taken} bytes of workspace, no more than "
+                    f"its minimum estimate ({minimum} bytes)")
     host, (a, b) = operands(cp, rng)
     d = cp.empty((8, 7))
-    _execute_with_room(cp, plan, (a, b), d, minimum + (recommended - minimum) // 2)
+    _execute_with_room(cp, plan, (a, b), d, minimum + (taken - minimum) // 2)
     assert_close(d, np.einsum("abc,cbd->ad", *host), "d")
-    assert (f"workspace of {recommended} bytes hit out-of-memory: planned again with "
+    assert (f"workspace of {taken} bytes hit out-of-memory: planned again with "
             f"cuTENSOR's minimum estimate of {minimum} bytes") in plan.reason
 
 
 def test_workspace_out_of_memory_even_at_the_minimum_plans_with_none(cp, rng):
-    """No room for any workspace: planned again with none, which cuTENSOR 2.8.0 ran on an
-    H200; where cuTENSOR cannot (the emulated one), a WorkspaceError, nothing run."""
+    """No room for the workspace the plan takes, nor for cuTENSOR's minimum estimate:
+    planned again with none, or, where cuTENSOR cannot (the emulated one), a
+    WorkspaceError and nothing run. A plan that takes no workspace (cuTENSOR 2.8.0 on an
+    H200 planned this one with none under the 32 MiB it recommended) runs with no room
+    at all, and ``reason`` says what it takes."""
     plan = cutensor_plan()
-    minimum = plan._variants.all()[0].minimum_workspace
-    if minimum == 0:
-        pytest.skip("this cuTENSOR needs no workspace for the contraction")
+    (variant,) = plan._variants.all()
+    taken, minimum = variant.workspace_size, variant.minimum_workspace
     host, (a, b) = operands(cp, rng)
     d = cp.zeros((8, 7))
+    room = min(size for size in (taken, minimum) if size) // 2 if taken else 0
     try:
-        _execute_with_room(cp, plan, (a, b), d, minimum // 2)
+        _execute_with_room(cp, plan, (a, b), d, room)
     except WorkspaceError as err:
-        assert "the least cuTENSOR plans it with" in str(err)
+        assert taken and "the least cuTENSOR plans it with" in str(err)
         assert not d.any()
         return
     assert_close(d, np.einsum("abc,cbd->ad", *host), "d")
-    assert "planned again with 0 bytes" in plan.reason
+    if taken:
+        assert "planned again with 0 bytes" in plan.reason
+    else:
+        assert "out-of-memory" not in plan.reason
+        assert f"workspace {variant._limit} bytes (recommended), of which the plan takes 0" \
+            in plan.reason
+
+
+def test_reason_names_the_workspace_a_plan_takes_below_what_it_was_allowed():
+    """cuTENSOR may plan with less than the limit it is handed (2.8.0 on an H200: none
+    under 32 MiB); ``reason`` then says both, and only then."""
+    plan = cutensor_plan()
+    (variant,) = plan._variants.all()
+    allowed = variant.workspace_size
+    assert f"workspace {allowed} bytes (recommended)" in plan.reason
+    assert "of which the plan takes" not in plan.reason
+    variant.plan.workspace_size = allowed // 4  # as the real library reported it
+    assert (f"workspace {allowed} bytes (recommended), of which the plan takes "
+            f"{allowed // 4}") in plan.reason
 
 
 def test_a_workspace_limit_below_the_minimum_estimate_is_tried(cp, rng):
@@ -115,7 +137,8 @@ def test_a_workspace_limit_caps_the_workspace(cp, rng):
     (variant,) = cutensor_plan()._variants.all()
     limit = (variant.plan.workspace_size + variant.minimum_workspace) // 2
     if variant.plan.workspace_size <= variant.minimum_workspace:
-        pytest.skip("this cuTENSOR recommends no more than the minimum")
+        pytest.skip(f"this cuTENSOR's plan takes {variant.plan.workspace_size} bytes of "
+                    f"workspace, no more than its minimum estimate")
     plan = cutensor_plan(workspace_limit=limit)
     assert f"workspace capped at workspace_limit={limit} bytes" in plan.reason
     _runs_within(plan, limit, cp, rng)

@@ -43,8 +43,8 @@ NOT_SUPPORTED = "CUTENSOR_STATUS_NOT_SUPPORTED"
 
 
 def variants_reason(base: str, variants: Variants) -> str:
-    """``base`` and the distinct notes (workspace decisions) of the variants built."""
-    notes = dict.fromkeys(v.note for v in variants.all() if v.note)
+    """``base`` and the distinct workspace decisions of the variants built."""
+    notes = dict.fromkeys(v.decision for v in variants.all() if v.decision)
     return "; ".join([base, *notes])
 
 
