@@ -24,7 +24,7 @@ from .contraction import CpuContractionPlan
 from .elementwise import CpuElementwisePlan
 from .gathered import gathered_plans
 from .measure import MIN_FLOPS, MeasuredPlan
-from .orientation import OrientationTrial, contraction_flops
+from .orientation import OrientationTrial
 from .pairwise_sum import pairwise_sum_plans
 from .permute import CpuPermutationPlan
 from .pool import HOST_POOL
@@ -163,7 +163,7 @@ class CpuBackend:
         (cpu_fallback.measure)."""
         budget = default_budget(problem) if options.memory_limit is None else options.memory_limit
         choices = policies(problem)
-        if contraction_flops(problem) < MIN_FLOPS:
+        if problem.flops < MIN_FLOPS:
             return CpuContractionPlan(problem, choices[0], budget)
         lowered = [CpuContractionPlan(problem, policy, budget) for policy in choices]
         lowered += [CpuContractionPlan(problem, plan.policy, budget, small_k=True)
@@ -209,9 +209,9 @@ class CpuBackend:
     ) -> OrientationTrial | None:
         """Time both layouts of a large final GEMM's new result (calls are synchronous,
         so host timings are real); None below MIN_FLOPS."""
-        if contraction_flops(problems[1]) < MIN_FLOPS:
+        if problems[1].flops < MIN_FLOPS:
             return None
         plans = (plan_for(problems[0]), plan_for(problems[1]))
-        return OrientationTrial(plans, (problems[0].d, problems[1].d), array_layout,
+        return OrientationTrial(plans, problems, array_layout,
                                 key=f"orientation {problems!r}")
 

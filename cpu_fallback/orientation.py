@@ -19,17 +19,6 @@ from gpu_tc.strides import same_layout
 from .measure import Choice, MeasuredPlan, choice_key, engines, timed_run, variant_names
 
 
-def contraction_flops(problem: ContractionProblem) -> int:
-    """2 x the product of every label's extent: the multiply-adds of the contraction."""
-    extents: dict[str, int] = {}
-    for spec in (problem.a, problem.b, problem.d):
-        extents.update(zip(spec.labels, spec.extents))
-    flops = 2
-    for extent in extents.values():
-        flops *= extent
-    return flops
-
-
 def candidates(plan: PrimitivePlan) -> tuple[PrimitivePlan, ...]:
     """The plans a (possibly measured) plan chooses among."""
     return plan.plans if isinstance(plan, MeasuredPlan) else (plan,)
@@ -40,21 +29,23 @@ class OrientationTrial:
     choice (the preferred layout's rule-picked plan is the default).
 
     Args:
-        plans: The plans writing ``outputs[0]`` and ``outputs[1]`` (measured plans are
+        plans: The plans of ``problems[0]`` and ``problems[1]`` (measured plans are
             opened up into their candidates).
-        outputs: The two layouts of the new result, preferred first.
+        problems: The final contraction into each layout of the new result, preferred
+            first.
         layout: ``layout(array)`` (strides in elements), to tell which layout a result
             was allocated with.
         key: The problems as plain text, to keep decisions across processes.
     """
 
     def __init__(self, plans: tuple[PrimitivePlan, PrimitivePlan],
-                 outputs: tuple[TensorSpec, TensorSpec], layout: Any,
+                 problems: tuple[ContractionProblem, ContractionProblem], layout: Any,
                  key: str | None = None) -> None:
         groups = [candidates(plan) for plan in plans]
         self.plans = groups[0] + groups[1]
         self._flipped = tuple([False] * len(groups[0]) + [True] * len(groups[1]))
-        self._outputs = tuple(outputs[1] if f else outputs[0] for f in self._flipped)
+        self._problems = tuple(problems[1] if f else problems[0] for f in self._flipped)
+        self._outputs = tuple(problem.d for problem in self._problems)
         self._layout = layout
         self._allowed: dict[tuple[int, ...], list[int]] = {}  # the variants per byte strides
         prefixes = ["flipped" if f else "preferred" for f in self._flipped]
@@ -74,9 +65,9 @@ class OrientationTrial:
         return self.plans[self.choice.best]
 
     @property
-    def flipped(self) -> bool:
-        """Whether the plan chosen writes the flipped layout."""
-        return self._flipped[self.choice.best]
+    def problem(self) -> ContractionProblem:
+        """The final contraction into the layout chosen."""
+        return self._problems[self.choice.best]
 
     def execute(self, inputs: Any, out: Any, scalars: Scalars, addend: Any) -> None:
         """Run a plan that writes ``out``'s layout; time it while still measuring."""

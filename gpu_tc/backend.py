@@ -99,15 +99,16 @@ class PlanDefaults:
 
 class OrientationTrial(Protocol):
     """A final contraction into a new result whose layout the backend chooses by
-    measuring both GEMM orientations (see cpu_fallback.orientation)."""
+    measuring both GEMM orientations, and on the GPU the layout asked for too (see
+    cpu_fallback.orientation and gpu_tc.cuda.layout_trial)."""
 
     @property
     def plan(self) -> PrimitivePlan:
         """The plan chosen (so far)."""
 
     @property
-    def flipped(self) -> bool:
-        """Whether that plan writes the flipped layout (the other orientation)."""
+    def problem(self) -> ContractionProblem:
+        """The final contraction into the layout chosen (so far)."""
 
     @property
     def output(self) -> TensorSpec:

@@ -247,7 +247,11 @@ class EinsumPlan:
             (plan, step.problem) for (_, _, plan, _), step in zip(self._steps, program.steps)
         ]
         self._described = tuple(reductions + (steps or [(self._final, program.final)]))
-        self.stages = tuple(plan for plan, _ in self._described)
+
+    @property
+    def stages(self) -> tuple[PrimitivePlan, ...]:
+        """The plan of each stage, the final one as the orientation trial now chooses."""
+        return tuple(plan for plan, _ in self._live_stages())
 
     @property
     def output(self) -> TensorSpec:
@@ -272,10 +276,7 @@ class EinsumPlan:
         trial = self._orientation
         if trial is None:
             return self._described
-        flipped = self.program.flipped
-        assert flipped is not None
-        problem = flipped if trial.flipped else self.program.final
-        return self._described[:-1] + ((trial.plan, problem),)
+        return self._described[:-1] + ((trial.plan, trial.problem),)
 
     def execute(self, operands: Sequence[Any], out: Any, scalars: Scalars, addend: Any) -> Any:
         """Compute alpha * einsum + beta * addend into ``out``."""

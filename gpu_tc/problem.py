@@ -10,6 +10,7 @@ plan-cache keys, so they never hold pointers, ``id()`` or ``hash()`` values.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -206,6 +207,14 @@ class ContractionProblem:
     def roles(self) -> LabelRoles:
         """The role of every label."""
         return label_roles(self.a.labels, self.b.labels, self.d.labels)
+
+    @property
+    def flops(self) -> int:
+        """2 x the product of every label's extent: the multiply-adds, counted twice."""
+        extents: dict[str, int] = {}
+        for spec in (self.a, self.b, self.d):
+            extents.update(zip(spec.labels, spec.extents))
+        return 2 * math.prod(extents.values())
 
     def canonical_labels(self) -> dict[str, str]:
         """Each label's canonical name (renamed by first appearance)."""

@@ -8,7 +8,7 @@ import pytest
 import gpu_tc
 from cpu_fallback import measure
 from cpu_fallback.measure import MIN_FLOPS, RUN
-from cpu_fallback.orientation import OrientationTrial, contraction_flops
+from cpu_fallback.orientation import OrientationTrial
 from gpu_tc import reference
 from gpu_tc.backend import Scalars
 from gpu_tc.problem import ContractionProblem, array_layout, contiguous_spec
@@ -45,7 +45,14 @@ def test_one_orientation_when_a_side_has_no_free_label():
 
 def test_flops():
     problem = ContractionProblem(_spec("ik", (3, 4)), _spec("kj", (4, 5)), _spec("ij", (3, 5)))
-    assert contraction_flops(problem) == 2 * 3 * 4 * 5
+    assert problem.flops == 2 * 3 * 4 * 5
+
+
+def _problems() -> tuple[ContractionProblem, ContractionProblem]:
+    """ik,kj->ij into a new result laid out (i, j), then (j, i)."""
+    a, b = _spec("ik", (3, 4)), _spec("kj", (4, 5))
+    return (ContractionProblem(a, b, _spec("ij", (3, 5))),
+            ContractionProblem(a, b, _spec("ji", (5, 3)).permuted("ij")))
 
 
 class _FakePlan:
@@ -66,16 +73,17 @@ def test_trial_alternates_then_keeps_the_faster(monkeypatch, faster):
     monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
     log: list[int] = []
     seconds = (0.001, 0.003) if faster == 0 else (0.003, 0.001)
-    outputs = (_spec("ij", (3, 5)), _spec("ji", (5, 3)).permuted("ij"))
+    problems = _problems()
+    outputs = tuple(problem.d for problem in problems)
     plans = (_FakePlan(log, 0, seconds[0], clock), _FakePlan(log, 1, seconds[1], clock))
-    trial = OrientationTrial(plans, outputs, array_layout)
+    trial = OrientationTrial(plans, problems, array_layout)
     for _ in range(MEASURED + 3):
         d = np.empty((3, 5)) if trial.output is outputs[0] else np.empty((5, 3)).T
         trial.execute((None, None), d, Scalars(), None)
     assert log[:MEASURED] == [0] * RUN + [1] * RUN  # each run led in by an untimed call
     assert log[MEASURED:] == [faster] * 3
     assert trial.choice.settled and trial.plan is plans[faster]
-    assert trial.flipped == (faster == 1)
+    assert trial.problem is problems[faster]
     assert f"{'flipped' if faster else 'preferred'} _FakePlan kept" in trial.reason
 
 
@@ -85,9 +93,8 @@ def test_a_result_allocated_in_one_layout_runs_a_plan_of_that_layout(monkeypatch
     clock = [0.0]
     monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
     log: list[int] = []
-    outputs = (_spec("ij", (3, 5)), _spec("ji", (5, 3)).permuted("ij"))
     plans = (_FakePlan(log, 0, 0.001, clock), _FakePlan(log, 1, 0.001, clock))
-    trial = OrientationTrial(plans, outputs, array_layout)
+    trial = OrientationTrial(plans, _problems(), array_layout)
     for _ in range(5):
         trial.execute((None, None), np.empty((5, 3)).T, Scalars(), None)
     assert log == [1] * 5
@@ -114,9 +121,9 @@ def test_out_and_small_problems_are_not_measured(rng):
         gpu_tc.einsum(LARGE, a, b, out=out)
     assert "orientation" not in gpu_tc.prepare(LARGE, a, b, out=out).reason
     small = rng.standard_normal((16, 16))
-    assert contraction_flops(
-        ContractionProblem(_spec("ik", (16, 16)), _spec("kj", (16, 16)), _spec("ij", (16, 16)))
-    ) < MIN_FLOPS
+    assert ContractionProblem(
+        _spec("ik", (16, 16)), _spec("kj", (16, 16)), _spec("ij", (16, 16))
+    ).flops < MIN_FLOPS
     for _ in range(5):
         assert gpu_tc.einsum(LARGE, small, small).flags.c_contiguous
     assert "orientation" not in gpu_tc.prepare(LARGE, small, small).reason

@@ -29,7 +29,7 @@ from gpu_tc.problem import (
     array_layout,
 )
 
-from . import libraries
+from . import layout_trial, libraries
 from .cupy_kernels import (
     INTEGRAL,
     CupyContractionPlan,
@@ -254,6 +254,10 @@ class GpuBackend:
         self,
         problems: tuple[ContractionProblem, ContractionProblem],
         plan_for: Callable[[ContractionProblem], Any],
-    ) -> None:
-        """None: launches are asynchronous, so a host timing would measure the launch."""
-        return None
+    ) -> Any:
+        """Time the layouts of a large final contraction's new result (both GEMM
+        orientations and the layout asked for) on its first calls, with CUDA events
+        (:mod:`gpu_tc.cuda.layout_trial`); None below its MIN_FLOPS."""
+        if problems[0].flops < layout_trial.MIN_FLOPS:
+            return None
+        return layout_trial.LayoutTrial(layout_trial.layouts(problems), plan_for)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from typing import Any
 
 DEVICE_COUNT = 2
@@ -160,6 +161,42 @@ class Stream:
 
 
 Stream.null = Stream(null=True)
+
+
+def device_clock() -> float:
+    """Seconds on the emulated device's clock (the host's: every call runs at once)."""
+    return time.perf_counter()
+
+
+class Event:
+    """``cupy.cuda.Event``: ``record`` stamps the device clock (nothing is queued, so a
+    recorded event is done at once); ``get_elapsed_time`` reads two stamps."""
+
+    def __init__(self, block: bool = False, disable_timing: bool = False,
+                 interprocess: bool = False) -> None:
+        self.disable_timing = disable_timing
+        self.stamp: float | None = None
+
+    def record(self, stream: Stream | None = None) -> None:
+        self.stamp = device_clock()
+
+    @property
+    def done(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        """Nothing is queued."""
+
+
+def get_elapsed_time(start_event: Event, end_event: Event) -> float:
+    """Milliseconds between two recorded events (CUDA's error for one not recorded or
+    made without timing)."""
+    for event in (start_event, end_event):
+        if event.stamp is None or event.disable_timing:
+            raise CUDARuntimeError(400, "cudaErrorInvalidResourceHandle: an event not "
+                                        "recorded, or made without timing")
+    assert start_event.stamp is not None and end_event.stamp is not None
+    return (end_event.stamp - start_event.stamp) * 1e3
 
 
 def get_current_stream(device_id: int = -1) -> Stream:
