@@ -70,7 +70,7 @@ class _SleepingPlan:
 
 @pytest.mark.parametrize("fastest", [0, 1, 2])
 def test_each_layout_in_turn_then_the_fastest(cp, fastest):
-    from gpu_tc.cuda import layout_trial
+    from gpu_tc.cuda import event_timing, layout_trial
     from gpu_tc.cuda.backend import GpuBackend
     from gpu_tc.run import allocate
 
@@ -81,7 +81,7 @@ def test_each_layout_in_turn_then_the_fastest(cp, fastest):
     plans = iter(_SleepingPlan(log, i, s) for i, s in enumerate(seconds))
     trial = layout_trial.LayoutTrial(candidates, lambda problem: next(plans))
     assert "timing 3 layouts" in trial.reason and "preferred not yet" in trial.reason
-    calls = 3 * (layout_trial.WARM_UPS + layout_trial.ROUNDS)
+    calls = 3 * (event_timing.WARM_UPS + event_timing.ROUNDS)
     for _ in range(calls + 2):
         out = allocate(GpuBackend(), trial.output)
         trial.execute((None, None), out, Scalars(), None)
@@ -110,12 +110,12 @@ def test_a_result_in_a_layout_runs_the_plan_of_that_layout(cp):
 
 
 def test_large_einsum_tries_each_layout_and_every_result_is_right(cp, rng):
-    from gpu_tc.cuda import layout_trial
+    from gpu_tc.cuda import event_timing
 
     host = [random_array(rng, (N, N, N), "d"), random_array(rng, (N, N), "d")]
     a, b = (cp.asarray(x) for x in host)
     expected = np.einsum(EXPR, *host)
-    calls = 3 * (layout_trial.WARM_UPS + layout_trial.ROUNDS)
+    calls = 3 * (event_timing.WARM_UPS + event_timing.ROUNDS)
     plan = gpu_tc.prepare(EXPR, a, b)
     assert "layout of the new result timing 3 layouts" in plan.reason
     for run in (lambda: gpu_tc.einsum(EXPR, a, b), lambda: plan.execute(a, b)):

@@ -40,7 +40,9 @@ from .cupy_kernels import (
 )
 from .descriptors import extra_key, pointer_alignment
 from .empty import EmptyPlan, EmptySumContractionPlan, EmptySumReductionPlan
+from .event_timing import MIN_FLOPS
 from .gemm_route import cublas_gemm
+from .timed_plan import TimedPlan
 from .unary_rules import refused_unary
 
 
@@ -206,7 +208,12 @@ class GpuBackend:
                 if blas.loaded:
                     from .cublas import CublasContractionPlan
 
-                    return CublasContractionPlan(problem, route.gemm, route.reason, device)
+                    gemm = CublasContractionPlan(problem, route.gemm, route.reason, device)
+                    if problem.flops < MIN_FLOPS:
+                        return gemm
+                    plans, _ = _cutensor_plans()
+                    return TimedPlan((gemm, plans.CutensorContractionPlan(
+                        problem, options, device, "timed against cuBLAS")))
                 why = f"cuBLAS could not be loaded ({blas.error}): {blas.fix}"
         plans, _ = _cutensor_plans()
         return plans.CutensorContractionPlan(problem, options, device, why)
@@ -223,8 +230,9 @@ class GpuBackend:
         return plans.CutensorPermutationPlan(problem, cupy.cuda.runtime.getDevice())
 
     def reduction_plan(self, problem: ReductionProblem, options: Options) -> Any:
-        """A cuTENSOR reduction on A's (possibly diagonal) view (CuPy's for integers and
-        for what cuTENSOR refuses)."""
+        """A cuTENSOR reduction on A's (possibly diagonal) view, timed against CuPy's
+        reduction kernel on the first calls (CuPy's alone for integers and for what
+        cuTENSOR refuses)."""
         if 0 in problem.d.extents:
             return EmptyPlan("the result is empty")
         if 0 in problem.a.extents:
@@ -233,7 +241,12 @@ class GpuBackend:
         if cupy_reason:
             return _within(CupyReductionPlan(problem, cupy_reason), options, "reduction")
         plans, _ = _cutensor_plans()
-        return plans.CutensorReductionPlan(problem, options, cupy.cuda.runtime.getDevice())
+        reduction = plans.CutensorReductionPlan(problem, options, cupy.cuda.runtime.getDevice())
+        kernel = CupyReductionPlan(problem, "CuPy's reduction kernel, timed against cuTENSOR")
+        limit = options.memory_limit
+        if limit is not None and kernel.temporary_bytes > limit:
+            return reduction
+        return TimedPlan((reduction, kernel))
 
     def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> Any:
         """A cuTENSOR element-wise binary or trinary operation (CuPy's ufuncs for
@@ -258,6 +271,6 @@ class GpuBackend:
         """Time the layouts of a large final contraction's new result (both GEMM
         orientations and the layout asked for) on its first calls, with CUDA events
         (:mod:`gpu_tc.cuda.layout_trial`); None below its MIN_FLOPS."""
-        if problems[0].flops < layout_trial.MIN_FLOPS:
+        if problems[0].flops < MIN_FLOPS:
             return None
         return layout_trial.LayoutTrial(layout_trial.layouts(problems), plan_for)

@@ -163,9 +163,16 @@ class CupyReductionPlan(_CupyPlan):
         """Write the reduction into ``d``."""
         x = _unary(self._op, inputs[0])
         method = getattr(x, self._method)
-        folded = method(axis=self._axes, dtype=self._dtype) if self._method in ("sum", "prod") \
-            else method(axis=self._axes)
-        _combine(folded, d.transpose(self._d_as_a), scalars.alpha, scalars.beta,
+        target = d.transpose(self._d_as_a)
+        plain = scalars.alpha == 1 and (scalars.beta == 0 or c is None)
+        if self._method not in ("sum", "prod"):
+            folded = method(axis=self._axes)
+        elif plain:  # one kernel straight into D
+            method(axis=self._axes, dtype=self._dtype, out=target)
+            return
+        else:
+            folded = method(axis=self._axes, dtype=self._dtype)
+        _combine(folded, target, scalars.alpha, scalars.beta,
                  None if c is None else c.transpose(self._d_as_a))
 
 

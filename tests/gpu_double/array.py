@@ -256,23 +256,23 @@ class ndarray:  # noqa: N801 - CuPy's name
 
     def sum(self, axis: Any = None, dtype: Any = None, out: Any = None,
             keepdims: bool = False) -> ndarray:
-        return _reduce(np.sum, self, axis, dtype, keepdims)
+        return _reduce(np.sum, self, axis, dtype, keepdims, out)
 
     def prod(self, axis: Any = None, dtype: Any = None, out: Any = None,
              keepdims: bool = False) -> ndarray:
-        return _reduce(np.prod, self, axis, dtype, keepdims)
+        return _reduce(np.prod, self, axis, dtype, keepdims, out)
 
     def any(self, axis: Any = None, out: Any = None, keepdims: bool = False) -> ndarray:
-        return _reduce(np.any, self, axis, None, keepdims)
+        return _reduce(np.any, self, axis, None, keepdims, out)
 
     def all(self, axis: Any = None, out: Any = None, keepdims: bool = False) -> ndarray:
-        return _reduce(np.all, self, axis, None, keepdims)
+        return _reduce(np.all, self, axis, None, keepdims, out)
 
     def max(self, axis: Any = None, out: Any = None, keepdims: bool = False) -> ndarray:
-        return _reduce(np.max, self, axis, None, keepdims)
+        return _reduce(np.max, self, axis, None, keepdims, out)
 
     def min(self, axis: Any = None, out: Any = None, keepdims: bool = False) -> ndarray:
-        return _reduce(np.min, self, axis, None, keepdims)
+        return _reduce(np.min, self, axis, None, keepdims, out)
 
     # --- arithmetic ----------------------------------------------------------------
     def __neg__(self) -> ndarray:
@@ -300,10 +300,19 @@ def _ufunc(function: Callable[..., Any], *args: Any, out: ndarray | None = None)
 
 
 def _reduce(function: Callable[..., Any], x: ndarray, axis: Any, dtype: Any,
-            keepdims: bool) -> ndarray:
-    _same_device([x])
+            keepdims: bool, out: ndarray | None = None) -> ndarray:
+    """A CuPy reduction kernel; ``out``, as CuPy's, must have the result's shape exactly
+    (any strides) and takes it cast."""
+    _same_device([x] if out is None else [x, out])
     kwargs = {} if dtype is None else {"dtype": dtype}
-    return ndarray._new_from(np.asarray(function(x._a, axis=axis, keepdims=keepdims, **kwargs)))
+    values = np.asarray(function(x._a, axis=axis, keepdims=keepdims, **kwargs))
+    if out is None:
+        return ndarray._new_from(values)
+    if out.shape != values.shape:
+        raise ValueError(f"Output shape {out.shape} does not match the reduction's "
+                         f"{values.shape}")
+    out._a[...] = values
+    return out
 
 
 def _binary(function: Callable[..., Any], reflected: bool = False) -> Callable[..., Any]:

@@ -1,0 +1,60 @@
+"""A primitive plan that times competing routes of one problem on its first calls
+(between CUDA events, :mod:`.event_timing`) and then runs the fastest.
+
+Used where no rule says which of two correct routes runs faster on a GPU: a contraction
+that maps onto one cuBLAS GEMM against cuTENSOR's kernel for it, and a float reduction
+(a trace, a partial trace, a sum) on cuTENSOR against CuPy's reduction kernel (on an
+H200, CuPy's kernel summed the diagonals of 4096 64x64 matrices in about 11 us where
+cuTENSOR's took about 45, from visit 3's cupy.einsum and gpu_tc figures).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gpu_tc.backend import PlanDefaults, PrimitivePlan, Scalars
+
+from .event_timing import EventTimings
+
+
+class TimedPlan(PlanDefaults):
+    """Routes of one problem, each writing the same layout, timed on the first calls.
+
+    Args:
+        plans: The competing plans, the one a rule would pick first (it runs until
+            timings are in).
+        what: What is timed, for ``reason`` (e.g. "routes").
+    """
+
+    def __init__(self, plans: Sequence[PrimitivePlan], what: str = "routes") -> None:
+        self.plans = tuple(plans)
+        self._what = what
+        self._timings = EventTimings([plan.route for plan in self.plans])
+        # The most any of the plans takes: each runs while they are timed.
+        self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)
+
+    @property
+    def chosen(self) -> PrimitivePlan:
+        """The plan chosen, or while timing, the fastest so far."""
+        return self.plans[self._timings.leader()]
+
+    @property
+    def route(self) -> str:
+        """The route of the plan chosen (so far)."""
+        return self.chosen.route
+
+    @property
+    def reason(self) -> str:
+        """The chosen plan's reason, then the timings between the routes."""
+        return f"{self.chosen.reason}; {self._what} {self._timings.describe(self._what)}"
+
+    def execute(self, inputs: Sequence[Any], d: Any, scalars: Scalars, c: Any) -> None:
+        """Run the next plan to time, or the one chosen."""
+        index = self._timings.next()
+        plan = self.plans[index]
+        self._timings.run(index, lambda: plan.execute(inputs, d, scalars, c))
+
+    def autotune(self, iterations: int) -> bool:
+        """Let every plan that can tune its kernels do so."""
+        return any([plan.autotune(iterations) for plan in self.plans])
