@@ -64,7 +64,8 @@ def _run(script: str, **faults: list[str]) -> subprocess.CompletedProcess[str]:
 GEMM = """
     import cupy, numpy as np, gpu_tc
     rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((4, 5)), rng.standard_normal((5, 3))
+    n = {n}  # 400: above the size where cuBLAS is timed against cuTENSOR
+    a, b = rng.standard_normal((n, n + 1)), rng.standard_normal((n + 1, n - 1))
     plan = gpu_tc.prepare("ij,jk->ik", cupy.asarray(a), cupy.asarray(b))
     got = plan.execute(cupy.asarray(a), cupy.asarray(b)).get()
     assert np.allclose(got, a @ b), got
@@ -73,7 +74,7 @@ GEMM = """
 
 
 def test_without_cublas_gemms_take_the_cutensor_route():
-    result = _run(GEMM, missing=["cublas"])
+    result = _run(GEMM.format(n=4), missing=["cublas"])
     assert result.returncode == 0, result.stderr
     route, reason = result.stdout.strip().split(" | ")
     assert route == "cutensor"
@@ -81,9 +82,10 @@ def test_without_cublas_gemms_take_the_cutensor_route():
 
 
 def test_without_cutensor_gemms_still_run_and_the_rest_names_the_fix():
-    result = _run(GEMM, missing=["cutensor"])
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("cublas | ")
+    for n in (4, 400):
+        result = _run(GEMM.format(n=n), missing=["cutensor"])
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("cublas | ") and "routes timing" not in result.stdout
     permute = _run(
         """
         import cupy, gpu_tc

@@ -209,7 +209,7 @@ class GpuBackend:
                     from .cublas import CublasContractionPlan
 
                     gemm = CublasContractionPlan(problem, route.gemm, route.reason, device)
-                    if problem.flops < MIN_FLOPS:
+                    if problem.flops < MIN_FLOPS or not libraries.cutensor().loaded:
                         return gemm
                     plans, _ = _cutensor_plans()
                     return TimedPlan((gemm, plans.CutensorContractionPlan(
