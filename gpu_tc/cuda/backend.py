@@ -41,7 +41,7 @@ from .cupy_kernels import (
 from .descriptors import extra_key, pointer_alignment
 from .empty import EmptyPlan, EmptySumContractionPlan, EmptySumReductionPlan
 from .event_timing import MIN_FLOPS
-from .gemm_route import cublas_gemm
+from .gemm_route import cublas_gemm, staged_gemm
 from .timed_plan import TimedPlan
 from .unary_rules import refused_unary
 
@@ -216,7 +216,28 @@ class GpuBackend:
                         problem, options, device, "timed against cuBLAS")))
                 why = f"cuBLAS could not be loaded ({blas.error}): {blas.fix}"
         plans, _ = _cutensor_plans()
-        return plans.CutensorContractionPlan(problem, options, device, why)
+        tensor = plans.CutensorContractionPlan(problem, options, device, why)
+        staged = None
+        if options.allow_cublas and problem.flops >= MIN_FLOPS and libraries.cublas().loaded:
+            staged = self._staged_gemm(problem, options, device)
+        return tensor if staged is None else TimedPlan((tensor, staged))
+
+    def _staged_gemm(self, problem: ContractionProblem, options: Options, device: int) -> Any:
+        """cuBLAS on copies of A and/or B (:func:`.gemm_route.staged_gemm`), or None where
+        that does not map or its copies do not fit ``Options.memory_limit``."""
+        staged = staged_gemm(problem)
+        if staged is None:
+            return None
+        from .cublas import StagedCublasPlan
+
+        copies = [
+            self.permutation_plan(PermutationProblem(x, y), options) if copied else None
+            for x, y, copied in zip((problem.a, problem.b), (staged.problem.a, staged.problem.b),
+                                    staged.staged)
+        ]
+        plan = StagedCublasPlan(staged, (copies[0], copies[1]), device)
+        limit = options.memory_limit
+        return None if limit is not None and plan.temporary_bytes > limit else plan
 
     def permutation_plan(self, problem: PermutationProblem, options: Options) -> Any:
         """A cuTENSOR permutation (CuPy's copy for integers and for what cuTENSOR

@@ -1,4 +1,5 @@
-"""The cuBLAS route: a GEMM-like contraction as one (strided-batched) GEMM, no copy.
+"""The cuBLAS route: a GEMM-like contraction as one (strided-batched) GEMM, reading
+its operands in place or, staged, after copying A and/or B into GEMM order.
 
 Runs on CuPy's cuBLAS handle; CuPy's bindings put the handle on the current stream
 before each call. Row-major tensors map onto column-major cuBLAS as
@@ -12,13 +13,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import cupy
+import numpy as np
 from cupy_backends.cuda.libs import cublas as _cublas
 
 from gpu_tc.backend import PlanDefaults, Scalars
 from gpu_tc.errors import BackendError
-from gpu_tc.problem import ContractionProblem
+from gpu_tc.problem import ContractionProblem, TensorSpec
 
-from .gemm_route import CublasGemm
+from .gemm_route import CublasGemm, StagedGemm
 from .operands import HostScalars, check_device
 
 _PREFIX = {"f": "s", "d": "d", "F": "c", "D": "z"}
@@ -96,3 +98,49 @@ class CublasContractionPlan(PlanDefaults):
         finally:
             if mode != _cublas.CUBLAS_POINTER_MODE_HOST:
                 _cublas.setPointerMode(handle, mode)
+
+
+class StagedCublasPlan(PlanDefaults):
+    """D = alpha * A * B + beta * C as one cuBLAS GEMM after copying A and/or B into
+    the layout that makes it a matrix (:func:`gpu_tc.cuda.gemm_route.staged_gemm`).
+
+    Args:
+        staged: The mapping.
+        copies: The permutation plan of each operand into its staged layout (None:
+            read in place).
+        device: The CUDA device the plan runs on.
+    """
+
+    route = "cublas"
+
+    def __init__(self, staged: StagedGemm, copies: tuple[Any, Any], device: int) -> None:
+        self.reason = f"cuBLAS on staged operands: {staged.reason}"
+        self._gemm = CublasContractionPlan(staged.problem, staged.gemm, self.reason, device)
+        self._copies = copies
+        self._specs = (staged.problem.a, staged.problem.b)
+        copied = [spec for spec, copy in zip(self._specs, copies) if copy is not None]
+        self.temporary_bytes = sum(spec.size * np.dtype(spec.dtype).itemsize
+                                   for spec in copied) + max(
+            (copy.temporary_bytes for copy in copies if copy is not None), default=0)
+
+    def __repr__(self) -> str:
+        return f"StagedCublasPlan(route={self.route!r}, reason={self.reason!r})"
+
+    def execute(self, inputs: Sequence[Any], d: Any, scalars: Scalars, c: Any) -> None:
+        """Copy the staged operands (on the current stream), then the GEMM into ``d``."""
+        operands = []
+        for x, copy, spec in zip(inputs, self._copies, self._specs):
+            if copy is None:
+                operands.append(x)
+                continue
+            staged = _dense(spec)
+            copy.execute((x,), staged, Scalars(), None)
+            operands.append(staged)
+        self._gemm.execute(operands, d, scalars, c)
+
+
+def _dense(spec: TensorSpec) -> Any:
+    """A new CuPy array laid out as ``spec`` (dense, in its axis order by stride)."""
+    order = sorted(range(len(spec.extents)), key=lambda i: -spec.strides[i])
+    memory = cupy.empty([spec.extents[i] for i in order], spec.dtype)
+    return memory.transpose([order.index(i) for i in range(len(order))])

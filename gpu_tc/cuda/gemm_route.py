@@ -1,8 +1,10 @@
 """The cuBLAS route's plain data: a contraction mapped onto one column-major GEMM.
 
 Row-major tensors reach column-major cuBLAS as D = A B or D^T = B^T A^T, reading every
-operand in place (a leading dimension, a transpose flag, a uniform batch stride) or not
-at all; decided on the CPU, unit-tested without a GPU.
+operand in place (a leading dimension, a transpose flag, a uniform batch stride), or,
+on the staged route, after A or B is copied into the layout :func:`gpu_tc.gemm.lower`
+packs it in (torch.einsum's way); D is always written in place. Decided on the CPU,
+unit-tested without a GPU.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpu_tc.gemm import GemmLowering, MatrixOperand, lower
-from gpu_tc.problem import ContractionProblem, TensorSpec
+from gpu_tc.problem import ContractionProblem, TensorSpec, contiguous_spec
 from gpu_tc.strides import Merged, merge
 
 # cuBLAS takes m, n, k, leading dimensions and the batch count as 32-bit ints.
@@ -95,6 +97,50 @@ def cublas_gemm(problem: ContractionProblem) -> GemmRoute:
                 f"k={gemm.k}, batch={gemm.batch})",
             )
     return GemmRoute(None, "an operand has no unit stride with a valid leading dimension")
+
+
+@dataclass(frozen=True)
+class StagedGemm:
+    """A contraction run as one cuBLAS GEMM after copying A and/or B.
+
+    Attributes:
+        problem: The contraction on the staged operands (dense copies, in the original
+            label order; D unchanged).
+        gemm: Its cuBLAS mapping.
+        staged: Whether A, whether B is copied.
+        reason: What is copied and the GEMM.
+    """
+
+    problem: ContractionProblem
+    gemm: CublasGemm
+    staged: tuple[bool, bool]
+    reason: str
+
+
+def staged_gemm(problem: ContractionProblem) -> StagedGemm | None:
+    """``problem`` as one cuBLAS GEMM after copying the operands that cannot be read
+    as matrices in place, or None: it needs no copy (:func:`cublas_gemm` maps it), it
+    is no GEMM, or D cannot be written in place."""
+    low = lower(problem, "pack")
+    if not isinstance(low, GemmLowering) or low.d.pack or not (low.a.pack or low.b.pack):
+        return None
+    a = _packed(problem.a, low.a) if low.a.pack else problem.a
+    b = _packed(problem.b, low.b) if low.b.pack else problem.b
+    staged = ContractionProblem(a, b, problem.d)
+    route = cublas_gemm(staged)
+    if route.gemm is None:
+        return None
+    copied = " and ".join(name for name, m in (("A", low.a), ("B", low.b)) if m.pack)
+    gemm = route.reason.removeprefix("no copy: ")
+    return StagedGemm(staged, route.gemm, (low.a.pack, low.b.pack),
+                      f"{copied} copied into GEMM order, then {gemm}")
+
+
+def _packed(spec: TensorSpec, matrix: MatrixOperand) -> TensorSpec:
+    """``spec`` as a dense copy laid out as ``matrix`` packs it (labels kept in order)."""
+    order = "".join(spec.labels[matrix.perm[i]] for i in matrix.memory_axes())
+    dense = contiguous_spec(order, [spec.extent(x) for x in order], spec.dtype)
+    return dense.permuted(spec.labels)
 
 
 def _merged_groups(spec: TensorSpec, matrix: MatrixOperand) -> tuple[Merged, Merged, Merged] | None:

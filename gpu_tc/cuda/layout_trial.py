@@ -21,6 +21,7 @@ from gpu_tc.problem import ContractionProblem, TensorSpec, array_layout, contigu
 from gpu_tc.strides import same_layout
 
 from .event_timing import EventTimings
+from .timed_plan import TimedPlan
 
 NAMES = ("preferred", "flipped", "asked")
 
@@ -50,9 +51,18 @@ class LayoutTrial:
 
     def __init__(self, candidates: Sequence[tuple[str, ContractionProblem]],
                  plan_for: Callable[[ContractionProblem], PrimitivePlan]) -> None:
-        self._problems = tuple(problem for _, problem in candidates)
-        self.plans = tuple(plan_for(problem) for problem in self._problems)
-        self._timings = EventTimings([name for name, _ in candidates])
+        names, problems, plans = [], [], []
+        for name, problem in candidates:
+            plan = plan_for(problem)
+            # Routes timed against each other are timed here, one per layout and route.
+            routes = plan.plans if isinstance(plan, TimedPlan) else (plan,)
+            for route in routes:
+                names.append(f"{name} {route.route}" if len(routes) > 1 else name)
+                problems.append(problem)
+                plans.append(route)
+        self._problems, self.plans = tuple(problems), tuple(plans)
+        self._timings = EventTimings(names)
+        self._noun = "layouts" if len(plans) == len(candidates) else "layouts and routes"
         # The most any of the plans takes: each runs while they are timed.
         self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)
 
@@ -79,15 +89,16 @@ class LayoutTrial:
                 allocated as :attr:`output` says).
         """
         strides = array_layout(out).strides
-        index = next((i for i, p in enumerate(self._problems)
-                      if same_layout(p.d, strides)), None)
-        if index is None:
+        fits = [i for i, p in enumerate(self._problems) if same_layout(p.d, strides)]
+        if not fits:
             raise ValueError(f"a result with strides {out.strides} has none of the layouts "
                              f"timed for {self._problems[0].d.labels}")
+        wanted = self._timings.next()  # of the routes of out's layout: the one to time next
+        index = wanted if wanted in fits else fits[0]
         plan = self.plans[index]
         self._timings.run(index, lambda: plan.execute(inputs, out, scalars, addend))
 
     @property
     def reason(self) -> str:
         """Which layout runs, and the timings that chose it."""
-        return f"layout of the new result {self._timings.describe('layouts')}"
+        return f"layout of the new result {self._timings.describe(self._noun)}"
