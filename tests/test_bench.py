@@ -176,6 +176,8 @@ def test_run_records_mismatches_errors_and_ratios():
     for case in doc["cases"]:
         results = case["results"]
         assert results["gpu_tc"]["route"]
+        assert results["gpu_tc"]["reason"].startswith(results["gpu_tc"]["route"].split("+")[0])
+        assert results["numpy"]["reason"] is None
         assert results["numpy"]["rel_error"] < 1e-12 and not results["numpy"]["mismatch"]
         assert results["wrong"]["mismatch"]
         assert results["wrong"]["rel_error"] == pytest.approx(0.01, rel=1e-6)
@@ -491,7 +493,8 @@ def test_bench_scale_end_to_end(tmp_path, capsys):
 @pytest.mark.parametrize("suite", ["reduce", "permute", "trace"])
 def test_every_suite_reports_gpu_tcs_route(suite):
     """The route column names the plan gpu_tc ran (asked after the timed calls), for the
-    permute and reduce suites too, and each result is checked against numpy's."""
+    permute and reduce suites too, the JSON its reason, and each result is checked against
+    numpy's."""
     from gpu_tc.bench.progress import Progress
 
     cases = suites.cases(suite, "float64", quick=True)[:2]
@@ -500,4 +503,5 @@ def test_every_suite_reports_gpu_tcs_route(suite):
     expected = {"reduce": "reduce", "trace": "reduce", "permute": "permute"}[suite]
     for case in doc["cases"]:
         assert case["results"]["gpu_tc"]["route"].startswith(expected)
+        assert case["results"]["gpu_tc"]["reason"]
         assert case["results"]["numpy"]["rel_error"] < 1e-12

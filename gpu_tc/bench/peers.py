@@ -35,6 +35,8 @@ class Runner:
         close: Releases held resources (plans) after timing.
         route: How gpu_tc runs the case (its plan's route, asked after the timed calls:
             a measured plan's route is the variant it settled on); None for peers.
+        reason: Why, with the timings a measured plan chose by (its plan's reason,
+            asked after the timed calls); None for peers.
     """
 
     call: Callable[[], Any]
@@ -42,6 +44,7 @@ class Runner:
     sync: Callable[[], None] = no_sync
     close: Callable[[], None] = no_sync
     route: Callable[[], str | None] = lambda: None
+    reason: Callable[[], str | None] = lambda: None
 
 
 @dataclass(frozen=True)
@@ -105,20 +108,23 @@ def _gpu_tc(case: Case, ops: list[Any]) -> Runner:
             call = lambda: gpu_tc.reduce(case.expr, ops[0])  # noqa: E731
         # Their calls hold no plan to ask; a plan of the same problem, made when asked,
         # shares the calls' cached primitive plan, so its route is the one they settled on.
-        return Runner(call, host, sync, route=lambda: gpu_tc.prepare(case.expr, ops[0]).route)
+        return Runner(call, host, sync, route=lambda: gpu_tc.prepare(case.expr, ops[0]).route,
+                      reason=lambda: gpu_tc.prepare(case.expr, ops[0]).reason)
     args = (case.expr, *ops)
-    return Runner(lambda: gpu_tc.einsum(*args), host, sync, route=lambda: _cached_route(args))
+    return Runner(lambda: gpu_tc.einsum(*args), host, sync,
+                  route=lambda: _cached(args, "route"), reason=lambda: _cached(args, "reason"))
 
 
-def _cached_route(args: tuple[Any, ...]) -> str | None:
-    """The route of the plan gpu_tc.einsum(*args) runs from gpu_tc's plan cache."""
+def _cached(args: tuple[Any, ...], attribute: str) -> str | None:
+    """``attribute`` (route, reason) of the plan gpu_tc.einsum(*args) runs from gpu_tc's
+    plan cache."""
     from gpu_tc.backend import backend_of_type
     from gpu_tc.cache import PLAN_CACHE
 
     backend = backend_of_type(type(args[1]))
     key = None if backend is None else backend.warm_key(args)
     plan = None if key is None else PLAN_CACHE.programs.peek(key)
-    return None if plan is None else str(plan.route)
+    return None if plan is None else str(getattr(plan, attribute))
 
 
 def _device_helpers(ops: list[Any]) -> tuple[Callable[[Any], np.ndarray], Callable[[], None]]:

@@ -273,6 +273,7 @@ def _run_case(
     for item in live:
         entry = results[item.peer.name]
         entry["route"] = item.runner.route() or entry["route"]
+        entry["reason"] = item.runner.reason()
         item.runner.close()
         if entry["error"] is None and item.samples:
             measured = timing.Timing.of(item.samples, item.number)
@@ -315,7 +316,8 @@ def _prepare(
     peer: Peer, case: Case, operands: list[Any], settings: Settings
 ) -> tuple[dict[str, Any], np.ndarray | None, _Live | None]:
     """Build, warm up (the first call's result comes back to the host) and calibrate."""
-    entry: dict[str, Any] = {"rel_error": None, "mismatch": False, "error": None, "route": None}
+    entry: dict[str, Any] = {"rel_error": None, "mismatch": False, "error": None, "route": None,
+                             "reason": None}
     runner = None
     try:
         runner = peer.build(case, operands)
