@@ -141,3 +141,51 @@ def test_small_contractions_and_out_are_not_timed(cp, rng):
     big = [cp.asarray(random_array(rng, shape, "d")) for shape in ((N, N, N), (N, N))]
     out = cp.empty((N, N, N))
     assert "layout of the new result" not in gpu_tc.prepare(EXPR, *big, out=out).reason
+
+
+def test_a_layout_that_cannot_be_planned_is_left_out(cp):
+    from gpu_tc.cuda import layout_trial
+    from gpu_tc.errors import MemoryLimitError
+
+    candidates = layout_trial.layouts(_problems())
+    log: list[int] = []
+
+    def plan_for(problem: ContractionProblem) -> Any:
+        index = [p for _, p in candidates].index(problem)
+        if index == 2:
+            raise MemoryLimitError("the asked layout's workspace is above memory_limit", 1)
+        return _SleepingPlan(log, index, 0.0)
+
+    trial = layout_trial.LayoutTrial(candidates, plan_for)
+    assert "preferred not yet, flipped not yet" in trial.reason and "asked" not in trial.reason
+
+    def preferred_fails(problem: ContractionProblem) -> Any:
+        raise MemoryLimitError("no layout fits", 1)
+
+    with pytest.raises(MemoryLimitError):
+        layout_trial.LayoutTrial(candidates, preferred_fails)
+
+
+def test_a_layout_whose_route_fails_runs_its_other_route(cp):
+    from gpu_tc.cuda import layout_trial
+    from gpu_tc.cuda.backend import GpuBackend
+    from gpu_tc.cuda.timed_plan import TimedPlan
+    from gpu_tc.errors import BackendError
+    from gpu_tc.run import allocate
+
+    log: list[int] = []
+
+    class _Broken(_SleepingPlan):
+        route = "broken"
+
+        def execute(self, inputs: Any, out: Any, scalars: Scalars, addend: Any) -> None:
+            log.append(-1)
+            raise BackendError("refused", status="CUBLAS_STATUS_NOT_SUPPORTED")
+
+    candidates = layout_trial.layouts(_problems())[:1]
+    trial = layout_trial.LayoutTrial(
+        candidates, lambda problem: TimedPlan([_Broken(log, 0, 0.0), _SleepingPlan(log, 1, 0.0)]))
+    assert "timing 2 layouts and routes" in trial.reason
+    for _ in range(5):
+        trial.execute((None, None), allocate(GpuBackend(), trial.output), Scalars(), None)
+    assert log == [-1, 1, 1, 1, 1, 1] and "preferred broken failed" in trial.reason

@@ -15,7 +15,7 @@ from helpers import assert_close, random_array
 
 import gpu_tc
 from gpu_tc.backend import Scalars
-from gpu_tc.options import Options, ReduceOp
+from gpu_tc.options import Options, ReduceOp, UnaryOp
 
 pytestmark = pytest.mark.gpu
 
@@ -92,8 +92,10 @@ def test_a_large_gemm_times_cublas_against_cutensor_and_every_result_is_right(cp
     assert "routes timing" not in gpu_tc.prepare("ik,kj->ij", *small).reason
 
 
-@pytest.mark.parametrize("subscripts, shape", [("ii->", (64, 64)), ("bii->b", (16, 8, 8)),
-                                                ("ijkj->ik", (6, 5, 4, 5)), ("abc->ac", (7, 6, 5))])
+# Each reduces 4096 elements of its view of A (the least timed: backend.MIN_REDUCED).
+@pytest.mark.parametrize("subscripts, shape", [("bii->b", (128, 32, 32)),
+                                                ("ijkj->ik", (16, 16, 16, 16)),
+                                                ("abc->ac", (16, 16, 16))])
 def test_float_reductions_time_cutensor_against_cupy_and_every_result_is_right(
         cp, rng, subscripts, shape):
     host = random_array(rng, shape, "d")
@@ -107,18 +109,28 @@ def test_float_reductions_time_cutensor_against_cupy_and_every_result_is_right(
     assert " kept (CUDA events" in plan.reason and plan.route in ("cutensor", "cupy")
 
 
+def test_small_reductions_stay_on_cutensor_untimed(cp, rng):
+    host = random_array(rng, (63, 64), "d")
+    plan = gpu_tc.prepare("ab->a", cp.asarray(host))  # 4032 elements
+    assert plan.route == "cutensor" and "routes timing" not in plan.reason
+    assert_close(plan.execute(cp.asarray(host)), host.sum(axis=1), "d")
+    square = cp.asarray(random_array(rng, (64, 64), "d"))
+    assert "routes timing" not in gpu_tc.prepare("ii->", square).reason  # a 64-long diagonal
+
+
 def test_cupy_reductions_with_alpha_beta_and_other_operators(cp, rng):
     """Each call alternates the routes while timing: CuPy's kernel writes D straight
     (alpha 1, no C) or folds, scales and adds C."""
-    host, c_host = random_array(rng, (6, 5, 4), "d"), random_array(rng, (6, 4), "d")
+    host, c_host = random_array(rng, (16, 20, 16), "d"), random_array(rng, (16, 16), "d")
     a, c = cp.asarray(host), cp.asarray(c_host)
     for _ in range(_timed_calls() + 1):
         assert_close(gpu_tc.reduce("abc->ac", a), host.sum(axis=1), "d")
         assert_close(gpu_tc.reduce("abc->ac", a, alpha=2.0, beta=-1.0, c=c),
                      2 * host.sum(axis=1) - c_host, "d")
         assert_close(gpu_tc.reduce("abc->ac", a, op=ReduceOp.MAX), host.max(axis=1), "d")
-        assert_close(gpu_tc.trace(a[:, :, :4].transpose(1, 0, 2)[:4]),
-                     np.trace(host[:, :, :4].transpose(1, 0, 2)[:4]), "d")
+        for op, f in ((UnaryOp.SIGMOID, lambda x: 1 / (1 + np.exp(-x))),
+                      (UnaryOp.CEIL, np.ceil), (UnaryOp.FLOOR, np.floor)):
+            assert_close(gpu_tc.reduce("abc->ac", a, op_a=op), f(host).sum(axis=1), "d")
 
 
 def test_a_memory_limit_too_small_for_cupys_kernel_leaves_cutensor_alone(cp, rng):
@@ -127,3 +139,101 @@ def test_a_memory_limit_too_small_for_cupys_kernel_leaves_cutensor_alone(cp, rng
     plan = gpu_tc.prepare("abc->ac", a, options=Options(memory_limit=40_000))
     assert plan.route == "cutensor" and "routes timing" not in plan.reason
     assert_close(plan.execute(a), cp.asnumpy(a).sum(axis=1), "d")
+
+
+class _FailingPlan(_SleepingPlan):
+    """Fails in its library on every call (as cuBLAS returning a status would)."""
+
+    def execute(self, inputs: Any, d: Any, scalars: Scalars, c: Any) -> None:
+        from gpu_tc.errors import BackendError
+
+        self.log.append(self.route)
+        raise BackendError("refused", status="CUBLAS_STATUS_NOT_SUPPORTED")
+
+
+def test_a_route_that_fails_leaves_the_call_to_the_other(cp):
+    from gpu_tc.cuda.timed_plan import TimedPlan
+    from gpu_tc.errors import BackendError
+
+    log: list[str] = []
+    plan = TimedPlan([_FailingPlan("broken", 0.0, log), _SleepingPlan("working", 0.0, log)])
+    for _ in range(_timed_calls()):
+        plan.execute((None,), None, Scalars(), None)
+    assert log == ["broken"] + ["working"] * _timed_calls()
+    assert plan.route == "working" and "broken failed" in plan.reason
+    assert "working kept" in plan.reason
+    alone = TimedPlan([_FailingPlan("broken", 0.0, log), _FailingPlan("also", 0.0, log)])
+    with pytest.raises(BackendError, match="refused"):
+        alone.execute((None,), None, Scalars(), None)
+
+
+def test_user_errors_are_not_route_failures(cp):
+    from gpu_tc.cuda.timed_plan import TimedPlan
+
+    class _Wrong(_SleepingPlan):
+        def execute(self, inputs: Any, d: Any, scalars: Scalars, c: Any) -> None:
+            raise gpu_tc.OperandError("operands on another device")
+
+    plan = TimedPlan([_Wrong("first", 0.0, []), _SleepingPlan("second", 0.0, [])])
+    with pytest.raises(gpu_tc.OperandError):
+        plan.execute((None,), None, Scalars(), None)
+    assert "failed" not in plan.reason
+
+
+def test_autotuning_times_the_routes_again_after_the_tuning_calls(cp):
+    from gpu_tc.cuda import event_timing
+    from gpu_tc.cuda.timed_plan import TimedPlan
+
+    log: list[str] = []
+    plan = TimedPlan([_SleepingPlan("tunable", 0.0, log), _SleepingPlan("plain", 0.0, log)])
+    for _ in range(_timed_calls()):
+        plan.execute((None,), None, Scalars(), None)
+    assert " kept " in plan.reason
+    assert plan.autotune(5)
+    assert "timing 2 routes" in plan.reason and "not yet" in plan.reason
+    calls = 2 * (event_timing.WARM_UPS + event_timing.ROUNDS) + 5
+    log.clear()
+    for _ in range(calls):
+        plan.execute((None,), None, Scalars(), None)
+    assert log.count("tunable") == event_timing.WARM_UPS + 5 + event_timing.ROUNDS
+    assert " kept " in plan.reason
+
+
+def test_a_stream_being_captured_is_not_timed():
+    from gpu_tc.cuda.event_timing import _capturing
+
+    class _Stream:
+        def __init__(self, answer: Any) -> None:
+            self.answer = answer
+
+        def is_capturing(self) -> bool:
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    assert not _capturing(_Stream(False)) and _capturing(_Stream(True))
+    assert _capturing(_Stream(RuntimeError("cudaErrorStreamCaptureImplicit")))
+
+
+def test_a_large_gemm_under_a_memory_limit_cutensor_cannot_meet_runs_on_cublas(cp, rng):
+    n = 500
+    host = [random_array(rng, (n, n), "d"), random_array(rng, (n, n), "d")]
+    a, b = (cp.asarray(x) for x in host)
+    out = cp.empty((n, n))
+    plan = gpu_tc.prepare("ik,kj->ij", a, b, out=out, options=Options(memory_limit=0))
+    assert plan.route == "cublas" and "routes timing" not in plan.reason
+    plan.execute(a, b, out=out)
+    assert_close(out, host[0] @ host[1], "d")
+
+
+def test_cupys_reduction_checks_the_device(cp, rng):
+    if cp.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two GPUs")
+    from gpu_tc.cuda.cupy_kernels import CupyReductionPlan
+    from gpu_tc.problem import ReductionProblem, contiguous_spec
+
+    problem = ReductionProblem(contiguous_spec("ab", [4, 5], "d"), contiguous_spec("a", [4], "d"))
+    plan = CupyReductionPlan(problem, "test")
+    a, d = cp.asarray(random_array(rng, (4, 5), "d")), cp.empty(4)
+    with cp.cuda.Device(1), pytest.raises(gpu_tc.OperandError, match="planned on GPU 0"):
+        plan.execute((a,), d, Scalars(), None)

@@ -40,10 +40,14 @@ from .cupy_kernels import (
 )
 from .descriptors import extra_key, pointer_alignment
 from .empty import EmptyPlan, EmptySumContractionPlan, EmptySumReductionPlan
-from .event_timing import MIN_FLOPS
+from .event_timing import MIN_FLOPS, VARIANT_FAILURES
 from .gemm_route import cublas_gemm, staged_gemm
 from .timed_plan import TimedPlan
 from .unary_rules import refused_unary
+
+# Reductions of fewer elements of A (a 4x4 trace) run on cuTENSOR untimed: at a few
+# microseconds a call, the routes differ by less than the timing's noise.
+MIN_REDUCED = 4096
 
 
 def _cutensor_plans() -> Any:
@@ -212,8 +216,12 @@ class GpuBackend:
                     if problem.flops < MIN_FLOPS or not libraries.cutensor().loaded:
                         return gemm
                     plans, _ = _cutensor_plans()
-                    return TimedPlan((gemm, plans.CutensorContractionPlan(
-                        problem, options, device, "timed against cuBLAS")))
+                    try:
+                        rival = plans.CutensorContractionPlan(
+                            problem, options, device, "timed against cuBLAS")
+                    except VARIANT_FAILURES:  # e.g. no workspace within memory_limit
+                        return gemm
+                    return TimedPlan((gemm, rival))
                 why = f"cuBLAS could not be loaded ({blas.error}): {blas.fix}"
         plans, _ = _cutensor_plans()
         tensor = plans.CutensorContractionPlan(problem, options, device, why)
@@ -263,6 +271,8 @@ class GpuBackend:
             return _within(CupyReductionPlan(problem, cupy_reason), options, "reduction")
         plans, _ = _cutensor_plans()
         reduction = plans.CutensorReductionPlan(problem, options, cupy.cuda.runtime.getDevice())
+        if problem.a.size < MIN_REDUCED:
+            return reduction
         kernel = CupyReductionPlan(problem, "CuPy's reduction kernel, timed against cuTENSOR")
         limit = options.memory_limit
         if limit is not None and kernel.temporary_bytes > limit:

@@ -28,6 +28,8 @@ from gpu_tc.problem import (
     TensorSpec,
 )
 
+from .operands import check_device
+
 INTEGRAL = "cuTENSOR has no integer or bool arithmetic: CuPy's own kernels"
 
 
@@ -45,8 +47,16 @@ _UFUNCS = {
     UnaryOp.COS: cupy.cos, UnaryOp.TAN: cupy.tan, UnaryOp.SINH: cupy.sinh,
     UnaryOp.COSH: cupy.cosh, UnaryOp.ASIN: cupy.arcsin, UnaryOp.ACOS: cupy.arccos,
     UnaryOp.ATAN: cupy.arctan, UnaryOp.ASINH: cupy.arcsinh, UnaryOp.ACOSH: cupy.arccosh,
-    UnaryOp.ATANH: cupy.arctanh,
+    UnaryOp.ATANH: cupy.arctanh, UnaryOp.CEIL: cupy.ceil, UnaryOp.FLOOR: cupy.floor,
 }
+
+
+def _sigmoid(x: Any, out: Any = None) -> Any:
+    """1 / (1 + exp(-x)), as gpu_tc.operators computes it."""
+    result = cupy.negative(x, out=out)
+    cupy.exp(result, out=result)
+    cupy.add(result, 1, out=result)
+    return cupy.reciprocal(result, out=result)
 
 
 def _unary(op: UnaryOp, x: Any, out: Any = None) -> Any:
@@ -55,12 +65,16 @@ def _unary(op: UnaryOp, x: Any, out: Any = None) -> Any:
         return cupy.maximum(x, 0, out=out)
     if op is UnaryOp.CONJ and x.dtype.kind == "c":
         return cupy.conjugate(x, out=out)
+    if op is UnaryOp.SIGMOID:
+        return _sigmoid(x, out)
     function = _UFUNCS.get(op)
     if function is not None:
         if out is not None and function is cupy.absolute and out.dtype != x.real.dtype:
             cupy.copyto(out, function(x))  # |z| of complex data is real; D stays complex
             return out
         return function(x, out=out)
+    if op not in (UnaryOp.IDENTITY, UnaryOp.CONJ):
+        raise AssertionError(f"internal error: no CuPy kernel for {op.name}")
     if out is None:
         return x  # IDENTITY, and CONJ of a real value
     cupy.copyto(out, x)
@@ -151,6 +165,8 @@ class CupyReductionPlan(_CupyPlan):
     def __init__(self, problem: ReductionProblem, reason: str) -> None:
         self.reason = reason
         a, d = problem.a, problem.d
+        self.device = cupy.cuda.runtime.getDevice()
+        self._context = f"reduction {a.labels}->{d.labels}"
         self._axes = tuple(i for i, x in enumerate(a.labels) if x not in d.labels)
         self._d_as_a = tuple(d.labels.index(x) for x in a.labels if x in d.labels)
         self._op = problem.op_a
@@ -161,13 +177,14 @@ class CupyReductionPlan(_CupyPlan):
 
     def execute(self, inputs: Sequence[Any], d: Any, scalars: Scalars, c: Any) -> None:
         """Write the reduction into ``d``."""
+        check_device(self.device, (inputs[0], d, c), self._context)
         x = _unary(self._op, inputs[0])
         method = getattr(x, self._method)
         target = d.transpose(self._d_as_a)
         plain = scalars.alpha == 1 and (scalars.beta == 0 or c is None)
         if self._method not in ("sum", "prod"):
             folded = method(axis=self._axes)
-        elif plain:  # one kernel straight into D
+        elif plain:  # straight into D (CuPy's CUB reductions stage their own temporary)
             method(axis=self._axes, dtype=self._dtype, out=target)
             return
         else:

@@ -1,9 +1,12 @@
 """Competing variants timed on their first calls between CUDA events, then the fastest.
 
-Each variant runs in turn: ``WARM_UPS`` untimed calls (module loading, first touch),
-then ``ROUNDS`` calls each between two events recorded on the stream it runs on. A
-timing is read only once its end event has completed, so nothing waits on the device;
-once every variant has ``ROUNDS`` timings, the fastest median runs every later call.
+Each variant runs in turn: its warm-up calls untimed (``WARM_UPS``: module loading,
+first touch; more while cuTENSOR autotunes it), then ``ROUNDS`` calls each between two
+events recorded on the stream it runs on. A timing is read only once its end event has
+completed, so nothing waits on the device; once every variant has ``ROUNDS`` timings,
+the fastest median runs every later call. A variant whose call fails in the library
+(out of memory, a status cuBLAS or cuTENSOR returns) is out of the running: the caller
+runs another. Calls on a stream being captured into a CUDA graph are not timed.
 """
 
 from __future__ import annotations
@@ -15,73 +18,110 @@ from typing import Any
 
 import cupy
 
+from gpu_tc.errors import BackendError
+
 WARM_UPS = 1
 ROUNDS = 3
 # Below this many flops a contraction takes a few microseconds, about what a launch
 # costs: its routes or layouts cannot differ by more than the timing's noise.
 MIN_FLOPS = 10**8
+# What a variant may fail with and leave the others to run: the library's refusal, or
+# out of memory (CuPy's OutOfMemoryError, gpu_tc's WorkspaceError are MemoryErrors).
+VARIANT_FAILURES = (BackendError, MemoryError)
 
 
 class EventTimings:
-    """The timing state of competing variants (by index; ``names`` for messages)."""
+    """The timing state of competing variants (by index; ``names`` for messages).
 
-    def __init__(self, names: Sequence[str]) -> None:
+    Args:
+        names: One per variant.
+        warm_ups: Untimed calls of each variant first (default ``WARM_UPS`` each).
+    """
+
+    def __init__(self, names: Sequence[str], warm_ups: Sequence[int] | None = None) -> None:
         self.names = tuple(names)
+        self._quota = [w + ROUNDS for w in (warm_ups or [WARM_UPS] * len(self.names))]
         self._started = [0] * len(self.names)  # calls begun per variant while timing
         self._times: list[list[float]] = [[] for _ in self.names]  # milliseconds
         self._pending: list[tuple[int, Any, Any]] = []  # (variant, start event, end event)
+        self._failed: set[int] = set()
         self._chosen: int | None = None
         self._lock = threading.Lock()
 
     def next(self) -> int:
         """The variant the next call should run: the chosen one, else the one with the
-        fewest timed calls begun, else (all begun, timings in flight) the leader."""
+        fewest calls begun of those still to time, else (timings in flight) the leader."""
         with self._lock:
             self._collect()
             if self._chosen is not None:
                 return self._chosen
-            fewest = min(range(len(self._started)), key=lambda i: self._started[i])
-            if self._started[fewest] < WARM_UPS + ROUNDS:
-                return fewest
+            open_ = [i for i, begun in enumerate(self._started)
+                     if i not in self._failed and begun < self._quota[i]]
+            if open_:
+                return min(open_, key=lambda i: self._started[i])
             return self._leader()
 
     def leader(self) -> int:
-        """The chosen variant, else the fastest median so far (the first before any)."""
+        """The chosen variant, else the fastest median so far (the first working one
+        before any)."""
         with self._lock:
             self._collect()
             return self._leader()
 
     def run(self, index: int, call: Callable[[], None]) -> None:
-        """``call()``, variant ``index``'s execution, timed while it is still timed."""
+        """``call()``, variant ``index``'s execution, timed while it is still timed.
+
+        Raises:
+            Whatever ``call`` raises; one of VARIANT_FAILURES also takes the variant out
+            of the running (the caller may run another: :meth:`working`).
+        """
         with self._lock:
             self._collect()
             begun = self._started[index]
-            timed = self._chosen is None and begun < WARM_UPS + ROUNDS
+            timed = (self._chosen is None and index not in self._failed
+                     and begun < self._quota[index])
             if timed:
                 self._started[index] += 1
-        if not timed:
+        stream = cupy.cuda.get_current_stream() if timed else None
+        if stream is not None and _capturing(stream):
+            stream = None
+        try:
+            if stream is None:
+                call()
+                return
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record(stream)
             call()
-            return
-        stream = cupy.cuda.get_current_stream()
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record(stream)
-        call()
-        end.record(stream)
-        if begun >= WARM_UPS:
+            end.record(stream)
+        except VARIANT_FAILURES:
+            with self._lock:
+                self._failed.add(index)
+                if self._chosen == index:
+                    self._chosen = None
+                self._collect()
+            raise
+        if begun >= self._quota[index] - ROUNDS:
             with self._lock:
                 self._pending.append((index, start, end))
+
+    def working(self) -> bool:
+        """Whether some variant has not failed."""
+        with self._lock:
+            return len(self._failed) < len(self.names)
 
     def describe(self, noun: str) -> str:
         """"timing N <noun>" or "NAME kept", then each variant's median so far."""
         with self._lock:
             self._collect()
             timings = ", ".join(
-                f"{name} {statistics.median(times):.4g} ms" if times else f"{name} not yet"
-                for name, times in zip(self.names, self._times)
+                f"{name} failed" if i in self._failed
+                else f"{name} {statistics.median(times):.4g} ms" if times
+                else f"{name} not yet"
+                for i, (name, times) in enumerate(zip(self.names, self._times))
             )
             state = (f"timing {len(self.names)} {noun}" if self._chosen is None
                      else f"{self.names[self._chosen]} kept")
-        return f"{state} (CUDA events, median of {ROUNDS} after {WARM_UPS} warm-up): {timings}"
+        return f"{state} (CUDA events, median of {ROUNDS} after warm-up): {timings}"
 
     def _collect(self) -> None:
         """Read the timings whose end events completed; choose once all are in."""
@@ -92,13 +132,25 @@ class EventTimings:
             else:
                 waiting.append((index, start, end))
         self._pending = waiting
-        if self._chosen is None and all(len(t) >= ROUNDS for t in self._times):
+        working = [i for i in range(len(self.names)) if i not in self._failed]
+        if self._chosen is None and working and all(
+                len(self._times[i]) >= ROUNDS for i in working):
             self._chosen = self._leader()
 
     def _leader(self) -> int:
         if self._chosen is not None:
             return self._chosen
-        if not any(self._times):
-            return 0
-        medians = [statistics.median(t) if t else float("inf") for t in self._times]
-        return min(range(len(medians)), key=lambda i: (medians[i], i))
+        working = [i for i in range(len(self.names)) if i not in self._failed] or [0]
+        medians = {i: statistics.median(self._times[i]) for i in working if self._times[i]}
+        if not medians:
+            return working[0]
+        return min(medians, key=lambda i: (medians[i], i))
+
+
+def _capturing(stream: Any) -> bool:
+    """Whether work on ``stream`` is being captured into a CUDA graph (events recorded
+    there time nothing); a stream that cannot say counts as captured."""
+    try:
+        return bool(stream.is_capturing())
+    except Exception:  # noqa: BLE001 - e.g. the legacy stream during a global capture
+        return True

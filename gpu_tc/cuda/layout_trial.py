@@ -14,13 +14,14 @@ call computes the full, correct result; only the layout of new results differs.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from gpu_tc.backend import PrimitivePlan, Scalars
 from gpu_tc.problem import ContractionProblem, TensorSpec, array_layout, contiguous_spec
 from gpu_tc.strides import same_layout
 
-from .event_timing import EventTimings
+from .event_timing import VARIANT_FAILURES, EventTimings
 from .timed_plan import TimedPlan
 
 NAMES = ("preferred", "flipped", "asked")
@@ -53,7 +54,12 @@ class LayoutTrial:
                  plan_for: Callable[[ContractionProblem], PrimitivePlan]) -> None:
         names, problems, plans = [], [], []
         for name, problem in candidates:
-            plan = plan_for(problem)
+            try:
+                plan = plan_for(problem)
+            except VARIANT_FAILURES:  # e.g. its workspace above memory_limit
+                if name == candidates[0][0]:
+                    raise
+                continue
             # Routes timed against each other are timed here, one per layout and route.
             routes = plan.plans if isinstance(plan, TimedPlan) else (plan,)
             for route in routes:
@@ -62,7 +68,8 @@ class LayoutTrial:
                 plans.append(route)
         self._problems, self.plans = tuple(problems), tuple(plans)
         self._timings = EventTimings(names)
-        self._noun = "layouts" if len(plans) == len(candidates) else "layouts and routes"
+        layouts = len(dict.fromkeys(id(problem) for problem in problems))
+        self._noun = "layouts" if len(plans) == layouts else "layouts and routes"
         # The most any of the plans takes: each runs while they are timed.
         self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)
 
@@ -93,10 +100,17 @@ class LayoutTrial:
         if not fits:
             raise ValueError(f"a result with strides {out.strides} has none of the layouts "
                              f"timed for {self._problems[0].d.labels}")
-        wanted = self._timings.next()  # of the routes of out's layout: the one to time next
-        index = wanted if wanted in fits else fits[0]
-        plan = self.plans[index]
-        self._timings.run(index, lambda: plan.execute(inputs, out, scalars, addend))
+        while True:
+            wanted = self._timings.next()  # of the routes of out's layout: the one to time
+            index = wanted if wanted in fits else fits[0]
+            plan = self.plans[index]
+            try:
+                self._timings.run(index, partial(plan.execute, inputs, out, scalars, addend))
+                return
+            except VARIANT_FAILURES:
+                fits.remove(index)  # the layout's other routes, if any
+                if not fits:
+                    raise
 
     @property
     def reason(self) -> str:

@@ -2,20 +2,24 @@
 (between CUDA events, :mod:`.event_timing`) and then runs the fastest.
 
 Used where no rule says which of two correct routes runs faster on a GPU: a contraction
-that maps onto one cuBLAS GEMM against cuTENSOR's kernel for it, and a float reduction
-(a trace, a partial trace, a sum) on cuTENSOR against CuPy's reduction kernel (on an
-H200, CuPy's kernel summed the diagonals of 4096 64x64 matrices in about 11 us where
-cuTENSOR's took about 45, from visit 3's cupy.einsum and gpu_tc figures).
+that maps onto one cuBLAS GEMM (in place, or after copying A and/or B) against
+cuTENSOR's kernel for it, and a float reduction (a trace, a partial trace, a sum) on
+cuTENSOR against CuPy's reduction kernel (on an H200, CuPy's kernel summed the
+diagonals of 4096 64x64 matrices in about 11 us where cuTENSOR's took about 45, as
+inferred from visit 3's cupy.einsum and gpu_tc figures). A route that fails in its
+library (out of memory for a staged copy, a refused status) leaves the call to the
+next.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from gpu_tc.backend import PlanDefaults, PrimitivePlan, Scalars
 
-from .event_timing import EventTimings
+from .event_timing import VARIANT_FAILURES, WARM_UPS, EventTimings
 
 
 class TimedPlan(PlanDefaults):
@@ -24,12 +28,10 @@ class TimedPlan(PlanDefaults):
     Args:
         plans: The competing plans, the one a rule would pick first (it runs until
             timings are in).
-        what: What is timed, for ``reason`` (e.g. "routes").
     """
 
-    def __init__(self, plans: Sequence[PrimitivePlan], what: str = "routes") -> None:
+    def __init__(self, plans: Sequence[PrimitivePlan]) -> None:
         self.plans = tuple(plans)
-        self._what = what
         self._timings = EventTimings([plan.route for plan in self.plans])
         # The most any of the plans takes: each runs while they are timed.
         self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)
@@ -47,14 +49,29 @@ class TimedPlan(PlanDefaults):
     @property
     def reason(self) -> str:
         """The chosen plan's reason, then the timings between the routes."""
-        return f"{self.chosen.reason}; {self._what} {self._timings.describe(self._what)}"
+        return f"{self.chosen.reason}; routes {self._timings.describe('routes')}"
 
     def execute(self, inputs: Sequence[Any], d: Any, scalars: Scalars, c: Any) -> None:
-        """Run the next plan to time, or the one chosen."""
-        index = self._timings.next()
-        plan = self.plans[index]
-        self._timings.run(index, lambda: plan.execute(inputs, d, scalars, c))
+        """Run the next plan to time, or the one chosen; where a route fails in its
+        library, the next.
+
+        Raises:
+            The last route's failure, when every route failed.
+        """
+        while True:
+            index = self._timings.next()
+            plan = self.plans[index]
+            try:
+                self._timings.run(index, partial(plan.execute, inputs, d, scalars, c))
+                return
+            except VARIANT_FAILURES:
+                if not self._timings.working():
+                    raise
 
     def autotune(self, iterations: int) -> bool:
-        """Let every plan that can tune its kernels do so."""
-        return any([plan.autotune(iterations) for plan in self.plans])
+        """Let every plan that can tune its kernels do so, and time the routes again:
+        a tuning route's next ``iterations`` calls try kernel candidates, untimed."""
+        tuned = [plan.autotune(iterations) for plan in self.plans]
+        self._timings = EventTimings(self._timings.names,
+                                     [WARM_UPS + (iterations if t else 0) for t in tuned])
+        return any(tuned)

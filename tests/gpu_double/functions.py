@@ -203,6 +203,7 @@ sinh, cosh, arcsin, arccos = (_unary_ufunc(f) for f in (np.sinh, np.cosh, np.arc
 arctan, arcsinh, arccosh, arctanh = (
     _unary_ufunc(f) for f in (np.arctan, np.arcsinh, np.arccosh, np.arctanh)
 )
+ceil, floor = (_unary_ufunc(f) for f in (np.ceil, np.floor))
 
 
 def einsum(*operands: Any, **kwargs: Any) -> ndarray:

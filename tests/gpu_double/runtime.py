@@ -156,6 +156,10 @@ class Stream:
     def done(self) -> bool:
         return True
 
+    def is_capturing(self) -> bool:
+        """No CUDA graph is ever captured here."""
+        return False
+
     def __repr__(self) -> str:
         return f"<Stream {self.ptr:#x} (device {self.device_id})>"
 
