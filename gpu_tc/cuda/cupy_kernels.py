@@ -11,6 +11,7 @@ cuTENSOR refuses (:mod:`gpu_tc.cuda.unary_rules`) run here too.
 
 from __future__ import annotations
 
+import functools
 import string
 from collections.abc import Sequence
 from typing import Any
@@ -182,6 +183,9 @@ class CupyReductionPlan(_CupyPlan):
         method = getattr(x, self._method)
         target = d.transpose(self._d_as_a)
         plain = scalars.alpha == 1 and (scalars.beta == 0 or c is None)
+        if plain and self._method == "sum" and x.dtype == target.dtype and x.dtype.kind in "fc":
+            _sum_kernel()(x, axis=self._axes, out=target)
+            return
         if self._method not in ("sum", "prod"):
             folded = method(axis=self._axes)
         elif plain:  # straight into D (CuPy's CUB reductions stage their own temporary)
@@ -191,6 +195,14 @@ class CupyReductionPlan(_CupyPlan):
             folded = method(axis=self._axes, dtype=self._dtype)
         _combine(folded, target, scalars.alpha, scalars.beta,
                  None if c is None else c.transpose(self._d_as_a))
+
+
+@functools.cache
+def _sum_kernel() -> Any:
+    """CuPy's own reduction codegen for a float or complex sum, whatever
+    CUPY_ACCELERATORS sends ndarray.sum to (with "cutensor" there, cuTENSOR's reduction
+    again: no rival to time against gpu_tc's cuTENSOR plan)."""
+    return cupy.ReductionKernel("T x", "T y", "x", "a + b", "y = a", "0", "gpu_tc_sum")
 
 
 # (operator, bool data) -> the ndarray method that folds it.

@@ -25,9 +25,11 @@ ROUNDS = 3
 # Below this many flops a contraction takes a few microseconds, about what a launch
 # costs: its routes or layouts cannot differ by more than the timing's noise.
 MIN_FLOPS = 10**8
-# What a variant may fail with and leave the others to run: the library's refusal, or
-# out of memory (CuPy's OutOfMemoryError, gpu_tc's WorkspaceError are MemoryErrors).
-VARIANT_FAILURES = (BackendError, MemoryError)
+# What a variant may fail with and leave the others to run: the library's refusal, out
+# of memory (CuPy's OutOfMemoryError, gpu_tc's WorkspaceError are MemoryErrors), or a
+# CuPy kernel NVRTC would not compile.
+_COMPILE = getattr(getattr(cupy.cuda, "compiler", None), "CompileException", BackendError)
+VARIANT_FAILURES: tuple[type[BaseException], ...] = (BackendError, MemoryError, _COMPILE)
 
 
 class EventTimings:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import memory, runtime
-from .array import _host_operand, _same_device, _ufunc, ndarray
+from .array import _host_operand, _reduce, _same_device, _ufunc, ndarray
 
 
 def _order_of(a: np.ndarray, order: str | None) -> str:
@@ -225,3 +225,21 @@ def get_array_module(*args: Any) -> Any:
 
 def get_default_memory_pool() -> runtime.MemoryPool:
     return runtime.MEMORY_POOL
+
+
+class ReductionKernel:
+    """``cupy.ReductionKernel``, for the one kernel gpu_tc defines: a plain sum (map
+    ``x``, reduce ``a + b``, identity ``0``); others are refused."""
+
+    def __init__(self, in_params: str, out_params: str, map_expr: str, reduce_expr: str,
+                 post_map_expr: str, identity: str | None, name: str = "reduce_kernel",
+                 **kwargs: Any) -> None:
+        if (map_expr, reduce_expr, post_map_expr, identity) != ("x", "a + b", "y = a", "0"):
+            raise NotImplementedError(f"the emulation has no reduction kernel {name!r}")
+        self.name = name
+
+    def __call__(self, x: ndarray, axis: Any = None, out: ndarray | None = None,
+                 keepdims: bool = False, stream: Any = None) -> ndarray:
+        if out is not None and out.dtype != x.dtype:
+            raise TypeError(f"{self.name}: T is {x.dtype} in x and {out.dtype} in y")
+        return _reduce(np.sum, x, axis, None, keepdims, out)
