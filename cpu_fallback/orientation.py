@@ -80,6 +80,10 @@ class OrientationTrial:
             self._allowed[out.strides] = allowed
         timed_run(self.choice, self.plans, inputs, out, scalars, addend, allowed)
 
+    def autotune(self, iterations: int) -> bool:
+        """The plans' own autotuning (BLAS has no kernel choice: each says False)."""
+        return any([plan.autotune(iterations) for plan in self.plans])
+
     @property
     def reason(self) -> str:
         """Which orientation and plan run, and the timings that chose them."""

@@ -121,6 +121,9 @@ class OrientationTrial(Protocol):
         self, inputs: Sequence[Any], out: Any, scalars: Scalars, addend: Any | None
     ) -> None: ...
 
+    def autotune(self, iterations: int) -> bool:
+        """Let the plans tune their kernels (and time them again); False: none can."""
+
 
 class Backend(Protocol):
     """What the core asks of a backend; arrays are the backend's own array type."""

@@ -249,9 +249,11 @@ class EinsumPlan:
         self._described = tuple(reductions + (steps or [(self._final, program.final)]))
 
     @property
-    def stages(self) -> tuple[PrimitivePlan, ...]:
-        """The plan of each stage, the final one as the orientation trial now chooses."""
-        return tuple(plan for plan, _ in self._live_stages())
+    def stages(self) -> tuple[PrimitivePlan | OrientationTrial, ...]:
+        """What autotunes: the plan of each stage, the final one's orientation trial
+        where there is one (it tunes each of its plans and times them again)."""
+        plans = tuple(plan for plan, _ in self._described)
+        return plans if self._orientation is None else plans[:-1] + (self._orientation,)
 
     @property
     def output(self) -> TensorSpec:

@@ -68,6 +68,18 @@ class _SleepingPlan:
         time.sleep(self.seconds)
 
 
+class _BrokenPlan(_SleepingPlan):
+    """Fails in its library on every call (logged as -1)."""
+
+    route = "broken"
+
+    def execute(self, inputs: Any, out: Any, scalars: Scalars, addend: Any) -> None:
+        from gpu_tc.errors import BackendError
+
+        self.log.append(-1)
+        raise BackendError("refused", status="CUBLAS_STATUS_NOT_SUPPORTED")
+
+
 @pytest.mark.parametrize("fastest", [0, 1, 2])
 def test_each_layout_in_turn_then_the_fastest(cp, fastest):
     from gpu_tc.cuda import event_timing, layout_trial
@@ -170,22 +182,54 @@ def test_a_layout_whose_route_fails_runs_its_other_route(cp):
     from gpu_tc.cuda import layout_trial
     from gpu_tc.cuda.backend import GpuBackend
     from gpu_tc.cuda.timed_plan import TimedPlan
-    from gpu_tc.errors import BackendError
     from gpu_tc.run import allocate
 
     log: list[int] = []
 
-    class _Broken(_SleepingPlan):
-        route = "broken"
-
-        def execute(self, inputs: Any, out: Any, scalars: Scalars, addend: Any) -> None:
-            log.append(-1)
-            raise BackendError("refused", status="CUBLAS_STATUS_NOT_SUPPORTED")
-
     candidates = layout_trial.layouts(_problems())[:1]
-    trial = layout_trial.LayoutTrial(
-        candidates, lambda problem: TimedPlan([_Broken(log, 0, 0.0), _SleepingPlan(log, 1, 0.0)]))
+    routes = [_BrokenPlan(log, 0, 0.0), _SleepingPlan(log, 1, 0.0)]
+    trial = layout_trial.LayoutTrial(candidates, lambda problem: TimedPlan(routes))
     assert "timing 2 layouts and routes" in trial.reason
     for _ in range(5):
         trial.execute((None, None), allocate(GpuBackend(), trial.output), Scalars(), None)
     assert log == [-1, 1, 1, 1, 1, 1] and "preferred broken failed" in trial.reason
+
+
+def test_a_failed_route_of_one_layout_is_not_run_again(cp):
+    from gpu_tc.cuda import layout_trial
+    from gpu_tc.cuda.backend import GpuBackend
+    from gpu_tc.cuda.timed_plan import TimedPlan
+    from gpu_tc.run import allocate
+
+    log: list[int] = []
+
+    candidates = layout_trial.layouts(_problems())[:2]
+    plans = iter([TimedPlan([_BrokenPlan(log, 0, 0.0), _SleepingPlan(log, 0, 0.004)]),
+                  _SleepingPlan(log, 1, 0.0)])
+    trial = layout_trial.LayoutTrial(candidates, lambda problem: next(plans))
+    for _ in range(20):
+        trial.execute((None, None), allocate(GpuBackend(), trial.output), Scalars(), None)
+    assert log.count(-1) == 1 and "flipped kept" in trial.reason
+    # A result in the preferred layout (an ``out`` a caller gave): its working route.
+    log.clear()
+    trial.execute((None, None), allocate(GpuBackend(), candidates[0][1].d), Scalars(), None)
+    assert log == [0]
+
+
+def test_autotuning_a_layout_trial_times_it_again(cp):
+    from gpu_tc.cuda import layout_trial
+    from gpu_tc.cuda.backend import GpuBackend
+    from gpu_tc.run import allocate
+
+    class _Tunable(_SleepingPlan):
+        def autotune(self, iterations: int) -> bool:
+            return self.index == 0
+
+    log: list[int] = []
+    candidates = layout_trial.layouts(_problems())
+    plans = iter(_Tunable(log, i, 0.0) for i in range(3))
+    trial = layout_trial.LayoutTrial(candidates, lambda problem: next(plans))
+    for _ in range(12):
+        trial.execute((None, None), allocate(GpuBackend(), trial.output), Scalars(), None)
+    assert " kept " in trial.reason
+    assert trial.autotune(2) and "timing 3 layouts" in trial.reason

@@ -184,7 +184,13 @@ class CupyReductionPlan(_CupyPlan):
         target = d.transpose(self._d_as_a)
         plain = scalars.alpha == 1 and (scalars.beta == 0 or c is None)
         if plain and self._method == "sum" and x.dtype == target.dtype and x.dtype.kind in "fc":
-            _sum_kernel()(x, axis=self._axes, out=target)
+            # CuPy may hand a contiguous x to CUB's block reduction, which writes ``out`` as
+            # a C-ordered buffer (and, for an F-ordered x, gives it F strides): only a
+            # C-ordered target beside a C-ordered or strided x takes the sum in place.
+            if target.flags.c_contiguous and (x.flags.c_contiguous or not x.flags.f_contiguous):
+                _sum_kernel()(x, axis=self._axes, out=target)
+            else:
+                cupy.copyto(target, _sum_kernel()(x, axis=self._axes))
             return
         if self._method not in ("sum", "prod"):
             folded = method(axis=self._axes)

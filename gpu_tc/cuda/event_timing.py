@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import cupy
@@ -40,13 +40,14 @@ class EventTimings:
         warm_ups: Untimed calls of each variant first (default ``WARM_UPS`` each).
     """
 
-    def __init__(self, names: Sequence[str], warm_ups: Sequence[int] | None = None) -> None:
+    def __init__(self, names: Sequence[str], warm_ups: Sequence[int] | None = None,
+                 failed: Iterable[int] = ()) -> None:
         self.names = tuple(names)
         self._quota = [w + ROUNDS for w in (warm_ups or [WARM_UPS] * len(self.names))]
         self._started = [0] * len(self.names)  # calls begun per variant while timing
         self._times: list[list[float]] = [[] for _ in self.names]  # milliseconds
         self._pending: list[tuple[int, Any, Any]] = []  # (variant, start event, end event)
-        self._failed: set[int] = set()
+        self._failed: set[int] = set(failed)
         self._chosen: int | None = None
         self._lock = threading.Lock()
 
@@ -77,18 +78,16 @@ class EventTimings:
             Whatever ``call`` raises; one of VARIANT_FAILURES also takes the variant out
             of the running (the caller may run another: :meth:`working`).
         """
+        stream = cupy.cuda.get_current_stream()
         with self._lock:
             self._collect()
             begun = self._started[index]
             timed = (self._chosen is None and index not in self._failed
-                     and begun < self._quota[index])
+                     and begun < self._quota[index] and not _capturing(stream))
             if timed:
                 self._started[index] += 1
-        stream = cupy.cuda.get_current_stream() if timed else None
-        if stream is not None and _capturing(stream):
-            stream = None
         try:
-            if stream is None:
+            if not timed:
                 call()
                 return
             start, end = cupy.cuda.Event(), cupy.cuda.Event()
@@ -102,6 +101,11 @@ class EventTimings:
                     self._chosen = None
                 self._collect()
             raise
+        except BaseException:  # the caller's error: the round is not used up
+            if timed:
+                with self._lock:
+                    self._started[index] -= 1
+            raise
         if begun >= self._quota[index] - ROUNDS:
             with self._lock:
                 self._pending.append((index, start, end))
@@ -110,6 +114,18 @@ class EventTimings:
         """Whether some variant has not failed."""
         with self._lock:
             return len(self._failed) < len(self.names)
+
+    def retuned(self, tuned: Sequence[bool], iterations: int) -> EventTimings:
+        """Timings to start again once the variants that autotune (``tuned``) have spent
+        ``iterations`` untimed calls on kernel candidates; failed variants stay out."""
+        return EventTimings(self.names, [WARM_UPS + (iterations if t else 0) for t in tuned],
+                            self.failed)
+
+    @property
+    def failed(self) -> frozenset[int]:
+        """The variants that failed in their library."""
+        with self._lock:
+            return frozenset(self._failed)
 
     def describe(self, noun: str) -> str:
         """"timing N <noun>" or "NAME kept", then each variant's median so far."""

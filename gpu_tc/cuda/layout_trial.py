@@ -100,6 +100,8 @@ class LayoutTrial:
         if not fits:
             raise ValueError(f"a result with strides {out.strides} has none of the layouts "
                              f"timed for {self._problems[0].d.labels}")
+        failed = self._timings.failed
+        fits = [i for i in fits if i not in failed] + [i for i in fits if i in failed]
         while True:
             wanted = self._timings.next()  # of the routes of out's layout: the one to time
             index = wanted if wanted in fits else fits[0]
@@ -111,6 +113,13 @@ class LayoutTrial:
                 fits.remove(index)  # the layout's other routes, if any
                 if not fits:
                     raise
+
+    def autotune(self, iterations: int) -> bool:
+        """Let every plan that can tune its kernels do so, and time the layouts again:
+        a tuning plan's next ``iterations`` calls try kernel candidates, untimed."""
+        tuned = [plan.autotune(iterations) for plan in self.plans]
+        self._timings = self._timings.retuned(tuned, iterations)
+        return any(tuned)
 
     @property
     def reason(self) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 from gpu_tc.backend import PlanDefaults, PrimitivePlan, Scalars
 
-from .event_timing import VARIANT_FAILURES, WARM_UPS, EventTimings
+from .event_timing import VARIANT_FAILURES, EventTimings
 
 
 class TimedPlan(PlanDefaults):
@@ -72,6 +72,5 @@ class TimedPlan(PlanDefaults):
         """Let every plan that can tune its kernels do so, and time the routes again:
         a tuning route's next ``iterations`` calls try kernel candidates, untimed."""
         tuned = [plan.autotune(iterations) for plan in self.plans]
-        self._timings = EventTimings(self._timings.names,
-                                     [WARM_UPS + (iterations if t else 0) for t in tuned])
+        self._timings = self._timings.retuned(tuned, iterations)
         return any(tuned)
