@@ -41,7 +41,7 @@ class Composed(Protocol):
 
 
 @lru_cache(maxsize=1024)
-def _dense_allocation(spec: TensorSpec) -> tuple[tuple[int, ...], tuple[int, ...] | None] | None:
+def dense_allocation(spec: TensorSpec) -> tuple[tuple[int, ...], tuple[int, ...] | None] | None:
     """For a ``spec`` dense in some axis order: (its extents in that order, outermost
     first; the transpose back to ``spec``'s axis order, or None when it is that order).
     None when its strides leave gaps or run backwards."""
@@ -60,7 +60,7 @@ def allocate(backend: Backend, spec: TensorSpec) -> Any:
     """A new array laid out exactly as ``spec``: dense in its axis order, or, when its
     strides leave gaps or run backwards (a plan made for an ``out`` that is a window),
     a view of a buffer spanning them."""
-    dense = _dense_allocation(spec)
+    dense = dense_allocation(spec)
     if dense is not None:
         extents, axes = dense
         array = backend.empty(extents, spec.dtype)

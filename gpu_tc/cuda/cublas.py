@@ -13,12 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import cupy
-import numpy as np
 from cupy_backends.cuda.libs import cublas as _cublas
 
 from gpu_tc.backend import PlanDefaults, Scalars
 from gpu_tc.errors import BackendError
+from gpu_tc.memory import nbytes
 from gpu_tc.problem import ContractionProblem, TensorSpec
+from gpu_tc.run import dense_allocation
 
 from .gemm_route import CublasGemm, StagedGemm
 from .operands import HostScalars, check_device
@@ -119,8 +120,7 @@ class StagedCublasPlan(PlanDefaults):
         self._copies = copies
         self._specs = (staged.problem.a, staged.problem.b)
         copied = [spec for spec, copy in zip(self._specs, copies) if copy is not None]
-        self.temporary_bytes = sum(spec.size * np.dtype(spec.dtype).itemsize
-                                   for spec in copied) + max(
+        self.temporary_bytes = sum(nbytes(spec) for spec in copied) + max(
             (copy.temporary_bytes for copy in copies if copy is not None), default=0)
 
     def __repr__(self) -> str:
@@ -139,8 +139,11 @@ class StagedCublasPlan(PlanDefaults):
         self._gemm.execute(operands, d, scalars, c)
 
 
+
 def _dense(spec: TensorSpec) -> Any:
-    """A new CuPy array laid out as ``spec`` (dense, in its axis order by stride)."""
-    order = sorted(range(len(spec.extents)), key=lambda i: -spec.strides[i])
-    memory = cupy.empty([spec.extents[i] for i in order], spec.dtype)
-    return memory.transpose([order.index(i) for i in range(len(order))])
+    """A new CuPy array laid out as ``spec`` (a dense layout: a staged operand)."""
+    dense = dense_allocation(spec)
+    assert dense is not None, spec
+    extents, axes = dense
+    memory = cupy.empty(extents, spec.dtype)
+    return memory if axes is None else memory.transpose(axes)

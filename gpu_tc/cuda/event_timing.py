@@ -71,13 +71,50 @@ class EventTimings:
             self._collect()
             return self._leader()
 
-    def run(self, index: int, call: Callable[[], None]) -> None:
-        """``call()``, variant ``index``'s execution, timed while it is still timed.
+    def execute(self, allowed: Sequence[int], call: Callable[[int], None]) -> None:
+        """``call(i)`` for the variant of ``allowed`` (those that can run this call) to
+        run: the chosen one once settled (no lock, no events), else the next to time,
+        timed; where it fails in its library (VARIANT_FAILURES), it is out of the running
+        and the next of ``allowed`` runs.
 
         Raises:
-            Whatever ``call`` raises; one of VARIANT_FAILURES also takes the variant out
-            of the running (the caller may run another: :meth:`working`).
+            The last failure, when every variant of ``allowed`` failed; the caller's
+            own errors at once (they take no timing round).
         """
+        chosen = self._chosen
+        if chosen is not None and chosen in allowed:
+            try:
+                call(chosen)
+                return
+            except VARIANT_FAILURES:
+                self._fail(chosen)
+                left = [i for i in allowed if i != chosen]
+                if not left:
+                    raise
+        else:
+            left = list(allowed)
+        while True:
+            index = self._pick(left)
+            try:
+                self._run(index, call)
+                return
+            except VARIANT_FAILURES:
+                self._fail(index)
+                left.remove(index)
+                if not left:
+                    raise
+
+    def _pick(self, allowed: list[int]) -> int:
+        """The variant to run of ``allowed``: the next one if allowed, else the first
+        that has not failed, else the first."""
+        wanted = self.next()
+        if wanted in allowed:
+            return wanted
+        with self._lock:
+            return next((i for i in allowed if i not in self._failed), allowed[0])
+
+    def _run(self, index: int, call: Callable[[int], None]) -> None:
+        """``call(index)``, timed while variant ``index`` is still timed."""
         stream = cupy.cuda.get_current_stream()
         with self._lock:
             self._collect()
@@ -86,23 +123,16 @@ class EventTimings:
                      and begun < self._quota[index] and not _capturing(stream))
             if timed:
                 self._started[index] += 1
+        if not timed:
+            call(index)
+            return
         try:
-            if not timed:
-                call()
-                return
             start, end = cupy.cuda.Event(), cupy.cuda.Event()
             start.record(stream)
-            call()
+            call(index)
             end.record(stream)
-        except VARIANT_FAILURES:
-            with self._lock:
-                self._failed.add(index)
-                if self._chosen == index:
-                    self._chosen = None
-                self._collect()
-            raise
-        except BaseException:  # the caller's error: the round is not used up
-            if timed:
+        except BaseException as err:
+            if not isinstance(err, VARIANT_FAILURES):  # the caller's: no round used up
                 with self._lock:
                     self._started[index] -= 1
             raise
@@ -110,22 +140,21 @@ class EventTimings:
             with self._lock:
                 self._pending.append((index, start, end))
 
-    def working(self) -> bool:
-        """Whether some variant has not failed."""
+    def _fail(self, index: int) -> None:
+        """Variant ``index`` failed in its library: out of the running."""
         with self._lock:
-            return len(self._failed) < len(self.names)
+            self._failed.add(index)
+            if self._chosen == index:
+                self._chosen = None
+            self._collect()
 
     def retuned(self, tuned: Sequence[bool], iterations: int) -> EventTimings:
         """Timings to start again once the variants that autotune (``tuned``) have spent
         ``iterations`` untimed calls on kernel candidates; failed variants stay out."""
-        return EventTimings(self.names, [WARM_UPS + (iterations if t else 0) for t in tuned],
-                            self.failed)
-
-    @property
-    def failed(self) -> frozenset[int]:
-        """The variants that failed in their library."""
         with self._lock:
-            return frozenset(self._failed)
+            failed = frozenset(self._failed)
+        return EventTimings(self.names, [WARM_UPS + (iterations if t else 0) for t in tuned],
+                            failed)
 
     def describe(self, noun: str) -> str:
         """"timing N <noun>" or "NAME kept", then each variant's median so far."""

@@ -14,7 +14,6 @@ call computes the full, correct result; only the layout of new results differs.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Any
 
 from gpu_tc.backend import PrimitivePlan, Scalars
@@ -100,19 +99,7 @@ class LayoutTrial:
         if not fits:
             raise ValueError(f"a result with strides {out.strides} has none of the layouts "
                              f"timed for {self._problems[0].d.labels}")
-        failed = self._timings.failed
-        fits = [i for i in fits if i not in failed] + [i for i in fits if i in failed]
-        while True:
-            wanted = self._timings.next()  # of the routes of out's layout: the one to time
-            index = wanted if wanted in fits else fits[0]
-            plan = self.plans[index]
-            try:
-                self._timings.run(index, partial(plan.execute, inputs, out, scalars, addend))
-                return
-            except VARIANT_FAILURES:
-                fits.remove(index)  # the layout's other routes, if any
-                if not fits:
-                    raise
+        self._timings.execute(fits, lambda i: self.plans[i].execute(inputs, out, scalars, addend))
 
     def autotune(self, iterations: int) -> bool:
         """Let every plan that can tune its kernels do so, and time the layouts again:

@@ -14,12 +14,11 @@ next.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
 from gpu_tc.backend import PlanDefaults, PrimitivePlan, Scalars
 
-from .event_timing import VARIANT_FAILURES, EventTimings
+from .event_timing import EventTimings
 
 
 class TimedPlan(PlanDefaults):
@@ -33,6 +32,7 @@ class TimedPlan(PlanDefaults):
     def __init__(self, plans: Sequence[PrimitivePlan]) -> None:
         self.plans = tuple(plans)
         self._timings = EventTimings([plan.route for plan in self.plans])
+        self._every = tuple(range(len(self.plans)))
         # The most any of the plans takes: each runs while they are timed.
         self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)
 
@@ -53,20 +53,9 @@ class TimedPlan(PlanDefaults):
 
     def execute(self, inputs: Sequence[Any], d: Any, scalars: Scalars, c: Any) -> None:
         """Run the next plan to time, or the one chosen; where a route fails in its
-        library, the next.
-
-        Raises:
-            The last route's failure, when every route failed.
-        """
-        while True:
-            index = self._timings.next()
-            plan = self.plans[index]
-            try:
-                self._timings.run(index, partial(plan.execute, inputs, d, scalars, c))
-                return
-            except VARIANT_FAILURES:
-                if not self._timings.working():
-                    raise
+        library, the next (the last failure raised when every route failed)."""
+        self._timings.execute(self._every,
+                              lambda i: self.plans[i].execute(inputs, d, scalars, c))
 
     def autotune(self, iterations: int) -> bool:
         """Let every plan that can tune its kernels do so, and time the routes again:
