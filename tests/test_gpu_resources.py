@@ -108,12 +108,13 @@ def test_reason_names_the_workspace_a_plan_takes_below_what_it_was_allowed():
     under 32 MiB); ``reason`` then says both, and only then."""
     plan = cutensor_plan()
     (variant,) = plan._variants.all()
-    allowed = variant.workspace_size
-    assert f"workspace {allowed} bytes (recommended)" in plan.reason
-    assert "of which the plan takes" not in plan.reason
-    variant.plan.workspace_size = allowed // 4  # as the real library reported it
-    assert (f"workspace {allowed} bytes (recommended), of which the plan takes "
-            f"{allowed // 4}") in plan.reason
+    allowed = variant._limit
+    assert allowed > 0 and f"workspace {allowed} bytes (recommended)" in plan.reason
+    for taken in (allowed, allowed // 4):  # as the real library may report it
+        variant.plan.workspace_size = taken
+        below = f"workspace {allowed} bytes (recommended), of which the plan takes {taken}"
+        assert (below in plan.reason) == (taken < allowed)
+        assert ("of which the plan takes" in plan.reason) == (taken < allowed)
 
 
 def test_a_workspace_limit_below_the_minimum_estimate_is_tried(cp, rng):

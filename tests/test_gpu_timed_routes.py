@@ -134,11 +134,20 @@ def test_cupy_reductions_with_alpha_beta_and_other_operators(cp, rng):
 
 
 def test_a_memory_limit_too_small_for_cupys_kernel_leaves_cutensor_alone(cp, rng):
-    a = cp.asarray(random_array(rng, (64, 64, 64), "d"))
-    # CuPy's kernel counts twice the result (64 x 64 float64: 64 KiB) as temporaries.
-    plan = gpu_tc.prepare("abc->ac", a, options=Options(memory_limit=40_000))
+    """CuPy's kernel takes op(A) whole (2 MiB here) and twice the result; cuTENSOR's
+    reduction fits its workspace into the limit (it took 128 KiB on an H200)."""
+    from gpu_tc.backend import backend_named
+    from gpu_tc.problem import ReductionProblem, contiguous_spec
+
+    host = random_array(rng, (64, 64, 64), "d")
+    problem = ReductionProblem(contiguous_spec("abc", [64] * 3, "d"),
+                               contiguous_spec("ac", [64] * 2, "d"), op_a=UnaryOp.SIGMOID)
+    plan = backend_named("gpu").reduction_plan(problem, Options(memory_limit=1 << 20))
     assert plan.route == "cutensor" and "routes timing" not in plan.reason
-    assert_close(plan.execute(a), cp.asnumpy(a).sum(axis=1), "d")
+    assert plan.temporary_bytes <= 1 << 20
+    d = cp.empty((64, 64))
+    plan.execute((cp.asarray(host),), d, Scalars(), None)
+    assert_close(d, (1 / (1 + np.exp(-host))).sum(axis=1), "d")
 
 
 class _FailingPlan(_SleepingPlan):
@@ -237,14 +246,27 @@ def test_sums_into_results_in_any_order_are_right_on_each_route(cp, rng, subscri
         assert_close(out, np.einsum(subscripts, host), "d")
 
 
-def test_a_large_gemm_under_a_memory_limit_cutensor_cannot_meet_runs_on_cublas(cp, rng):
+def test_a_large_gemm_with_no_room_for_temporaries_runs_only_routes_that_take_none(cp, rng):
+    """memory_limit=0: cuBLAS in place needs nothing; cuTENSOR joins the timing only
+    where it plans with no workspace (2.8.0 on an H200 does; the emulation cannot)."""
+    from gpu_tc.backend import backend_named
+    from gpu_tc.problem import ContractionProblem, contiguous_spec
+
     n = 500
     host = [random_array(rng, (n, n), "d"), random_array(rng, (n, n), "d")]
     a, b = (cp.asarray(x) for x in host)
     out = cp.empty((n, n))
-    plan = gpu_tc.prepare("ik,kj->ij", a, b, out=out, options=Options(memory_limit=0))
-    assert plan.route == "cublas" and "routes timing" not in plan.reason
-    plan.execute(a, b, out=out)
+    options = Options(memory_limit=0)
+    problem = ContractionProblem(*(contiguous_spec(labels, [n, n], "d")
+                                   for labels in ("ik", "kj", "ij")))
+    primitive = backend_named("gpu").contraction_plan(problem, options)
+    routes = [p.route for p in getattr(primitive, "plans", [primitive])]
+    assert routes in (["cublas"], ["cublas", "cutensor"])
+    assert primitive.temporary_bytes == 0
+    plan = gpu_tc.prepare("ik,kj->ij", a, b, out=out, options=options)
+    assert plan.temporary_bytes == 0
+    for _ in range(12):  # through the timing, when there is one
+        plan.execute(a, b, out=out)
     assert_close(out, host[0] @ host[1], "d")
 
 
