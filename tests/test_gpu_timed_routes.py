@@ -281,3 +281,63 @@ def test_cupys_reduction_checks_the_device(cp, rng):
     a, d = cp.asarray(random_array(rng, (4, 5), "d")), cp.empty(4)
     with cp.cuda.Device(1), pytest.raises(gpu_tc.OperandError, match="planned on GPU 0"):
         plan.execute((a,), d, Scalars(), None)
+
+
+def test_each_timed_round_runs_behind_the_hold_kernel_and_no_other_call(monkeypatch):
+    from gpu_tc.cuda import event_timing
+    from gpu_tc.cuda.timed_plan import TimedPlan
+
+    holds: list[int] = []
+    monkeypatch.setattr(event_timing, "HOLD", lambda: holds.append(1))
+    log: list[str] = []
+    plan = TimedPlan([_SleepingPlan("a", 0.0, log), _SleepingPlan("b", 0.0, log)])
+    for _ in range(_timed_calls() + 3):
+        plan.execute((None,), None, Scalars(), None)
+    assert " kept " in plan.reason
+    assert len(holds) == 2 * event_timing.ROUNDS  # none for the warm-ups or once settled
+
+
+def test_a_round_costs_the_host_time_where_longer_than_the_device_time(monkeypatch):
+    """Both variants take 2 ms on the device (as the events say); the first takes
+    20 ms to launch, so calls of it could not follow each other faster than that."""
+    from gpu_tc.cuda import event_timing
+    from gpu_tc.cuda.timed_plan import TimedPlan
+
+    monkeypatch.setattr(event_timing.cupy.cuda, "get_elapsed_time", lambda start, end: 2.0)
+    log: list[str] = []
+    plan = TimedPlan([_SleepingPlan("slow-launch", 0.02, log), _SleepingPlan("quick", 0.0, log)])
+    for _ in range(_timed_calls()):
+        plan.execute((None,), None, Scalars(), None)
+    assert plan.route == "quick", plan.reason
+    assert "quick 2 ms" in plan.reason
+
+
+def test_the_hold_kernel_keeps_the_stream_busy(cp):
+    """On a GPU the events around it are HOLD_NS apart at least; the emulation runs
+    every call at once, so there it only launches."""
+    from helpers import GPU_EMULATED
+
+    from gpu_tc.cuda import event_timing
+
+    stream = cp.cuda.get_current_stream()
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record(stream)
+    event_timing.HOLD()
+    end.record(stream)
+    end.synchronize()
+    assert not event_timing.HOLD.off
+    if not GPU_EMULATED:
+        assert cp.cuda.get_elapsed_time(start, end) >= event_timing.HOLD_NS / 1e6
+
+
+def test_a_hold_kernel_that_cannot_be_built_is_left_off(monkeypatch):
+    from gpu_tc.cuda import event_timing
+
+    def refuse(code: str, name: str) -> Any:
+        raise event_timing._COMPILE("no NVRTC here")
+
+    hold = event_timing._Hold()
+    monkeypatch.setattr(event_timing.cupy, "RawKernel", refuse)
+    hold()
+    assert hold.off
+    hold()  # and not tried again

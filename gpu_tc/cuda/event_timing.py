@@ -4,19 +4,31 @@ Each variant runs in turn: its warm-up calls untimed (``WARM_UPS``: module loadi
 first touch; more while cuTENSOR autotunes it), then ``ROUNDS`` calls each between two
 events recorded on the stream it runs on. A timing is read only once its end event has
 completed, so nothing waits on the device; once every variant has ``ROUNDS`` timings,
-the fastest median runs every later call. A variant whose call fails in the library
-(out of memory, a status cuBLAS or cuTENSOR returns) is out of the running: the caller
-runs another. Calls on a stream being captured into a CUDA graph are not timed.
+the fastest median runs every later call.
+
+A round costs what the call costs once calls follow each other: the longer of the
+device's time for its work and the host's time to launch it. The first calls find the
+device idle, so events recorded straight away would also count the host's launch time
+(on an H200 the rounds of TCCG's cases 39-48 took 0.18 ms where the calls then took
+0.13, and the variant of more launches lost). A hold kernel therefore keeps the stream
+busy for ``HOLD_NS`` while the call is launched behind it: the events then time the
+device's work alone, and the host's time is read on the host clock.
+
+A variant whose call fails in the library (out of memory, a status cuBLAS or cuTENSOR
+returns) is out of the running: the caller runs another. Calls on a stream being
+captured into a CUDA graph are not timed.
 """
 
 from __future__ import annotations
 
 import statistics
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import cupy
+import numpy as np
 
 from gpu_tc.errors import BackendError
 
@@ -30,6 +42,41 @@ MIN_FLOPS = 10**8
 # CuPy kernel NVRTC would not compile.
 _COMPILE = getattr(getattr(cupy.cuda, "compiler", None), "CompileException", BackendError)
 VARIANT_FAILURES: tuple[type[BaseException], ...] = (BackendError, MemoryError, _COMPILE)
+_DRIVER_ERROR = getattr(getattr(cupy.cuda, "driver", None), "CUDADriverError", BackendError)
+# Longer than the host takes to launch any variant (gpu_tc's calls: 20-60 us on an H200).
+HOLD_NS = 200_000
+_HOLD_SOURCE = r"""
+extern "C" __global__ void gpu_tc_hold(unsigned long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
+}
+"""
+
+
+class _Hold:
+    """The hold kernel (one thread spinning on the global timer), compiled on first use;
+    where it cannot be built or launched, rounds are timed without it."""
+
+    def __init__(self) -> None:
+        self._kernel: Any = None
+        self.off = False
+
+    def __call__(self) -> None:
+        """Keep the current stream busy for ``HOLD_NS`` from now."""
+        if self.off:
+            return
+        try:
+            if self._kernel is None:
+                self._kernel = cupy.RawKernel(_HOLD_SOURCE, "gpu_tc_hold")
+            self._kernel((1,), (1,), (np.uint64(HOLD_NS),))
+        except (_COMPILE, cupy.cuda.runtime.CUDARuntimeError, _DRIVER_ERROR):
+            self.off = True
+
+
+HOLD = _Hold()
 
 
 class EventTimings:
@@ -46,7 +93,8 @@ class EventTimings:
         self._quota = [w + ROUNDS for w in (warm_ups or [WARM_UPS] * len(self.names))]
         self._started = [0] * len(self.names)  # calls begun per variant while timing
         self._times: list[list[float]] = [[] for _ in self.names]  # milliseconds
-        self._pending: list[tuple[int, Any, Any]] = []  # (variant, start event, end event)
+        # (variant, start event, end event, host milliseconds)
+        self._pending: list[tuple[int, Any, Any, float]] = []
         self._failed: set[int] = set(failed)
         self._chosen: int | None = None
         self._lock = threading.Lock()
@@ -126,19 +174,25 @@ class EventTimings:
         if not timed:
             call(index)
             return
+        measured = begun >= self._quota[index] - ROUNDS  # else a warm-up
         try:
+            if not measured:
+                call(index)
+                return
             start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            HOLD()
             start.record(stream)
+            began = time.perf_counter()
             call(index)
+            host = (time.perf_counter() - began) * 1e3
             end.record(stream)
         except BaseException as err:
             if not isinstance(err, VARIANT_FAILURES):  # the caller's: no round used up
                 with self._lock:
                     self._started[index] -= 1
             raise
-        if begun >= self._quota[index] - ROUNDS:
-            with self._lock:
-                self._pending.append((index, start, end))
+        with self._lock:
+            self._pending.append((index, start, end, host))
 
     def _fail(self, index: int) -> None:
         """Variant ``index`` failed in its library: out of the running."""
@@ -168,16 +222,18 @@ class EventTimings:
             )
             state = (f"timing {len(self.names)} {noun}" if self._chosen is None
                      else f"{self.names[self._chosen]} kept")
-        return f"{state} (CUDA events, median of {ROUNDS} after warm-up): {timings}"
+        return (f"{state} (CUDA events behind a hold kernel, or the host's time where "
+                f"longer; median of {ROUNDS} after warm-up): {timings}")
 
     def _collect(self) -> None:
         """Read the timings whose end events completed; choose once all are in."""
         waiting = []
-        for index, start, end in self._pending:
+        for index, start, end, host in self._pending:
             if end.done:
-                self._times[index].append(float(cupy.cuda.get_elapsed_time(start, end)))
+                device = float(cupy.cuda.get_elapsed_time(start, end))
+                self._times[index].append(max(device, host))
             else:
-                waiting.append((index, start, end))
+                waiting.append((index, start, end, host))
         self._pending = waiting
         working = [i for i in range(len(self.names)) if i not in self._failed]
         if self._chosen is None and working and all(

@@ -2,6 +2,7 @@
 
 from gpu_double.array import ndarray  # noqa: F401
 from gpu_double.functions import (  # noqa: F401
+    RawKernel,
     ReductionKernel,
     absolute,
     add,
