@@ -283,18 +283,37 @@ def test_cupys_reduction_checks_the_device(cp, rng):
         plan.execute((a,), d, Scalars(), None)
 
 
-def test_each_timed_round_runs_behind_the_hold_kernel_and_no_other_call(monkeypatch):
+def test_each_timed_round_is_hold_start_event_call_end_event_and_no_other_call(monkeypatch):
+    """The order matters: a hold after the start event would be timed, one after the
+    call would hold nothing. Warm-ups and calls once settled run plain."""
     from gpu_tc.cuda import event_timing
     from gpu_tc.cuda.timed_plan import TimedPlan
 
-    holds: list[int] = []
-    monkeypatch.setattr(event_timing, "HOLD", lambda: holds.append(1))
     log: list[str] = []
+
+    class _Event:
+        done = True
+
+        def record(self, stream: Any = None) -> None:
+            log.append("record")
+
+    class _Hold:
+        off, why = False, ""
+
+        def __call__(self) -> None:
+            log.append("hold")
+
+    monkeypatch.setattr(event_timing, "HOLD", _Hold())
+    monkeypatch.setattr(event_timing.cupy.cuda, "Event", _Event)
+    monkeypatch.setattr(event_timing.cupy.cuda, "get_elapsed_time", lambda start, end: 1.0)
     plan = TimedPlan([_SleepingPlan("a", 0.0, log), _SleepingPlan("b", 0.0, log)])
     for _ in range(_timed_calls() + 3):
         plan.execute((None,), None, Scalars(), None)
     assert " kept " in plan.reason
-    assert len(holds) == 2 * event_timing.ROUNDS  # none for the warm-ups or once settled
+    # The variants take turns: the warm-ups, then the rounds, then the one kept.
+    rounds = ["hold", "record", "a", "record", "hold", "record", "b", "record"]
+    assert log == (["a", "b"] * event_timing.WARM_UPS + rounds * event_timing.ROUNDS
+                   + [plan.route] * 3)
 
 
 def test_a_round_costs_the_host_time_where_longer_than_the_device_time(monkeypatch):
@@ -312,32 +331,72 @@ def test_a_round_costs_the_host_time_where_longer_than_the_device_time(monkeypat
     assert "quick 2 ms" in plan.reason
 
 
-def test_the_hold_kernel_keeps_the_stream_busy(cp):
-    """On a GPU the events around it are HOLD_NS apart at least; the emulation runs
-    every call at once, so there it only launches."""
+@pytest.mark.parametrize("own_stream", [False, True])
+def test_the_hold_kernel_keeps_the_stream_busy(cp, own_stream):
+    """On a GPU the events around it are HOLD_NS apart at least, on the current stream
+    whichever it is; the emulation runs every call at once, so there it only launches."""
+    import contextlib
+
+    from gpu_double.functions import RAW_LAUNCHES
     from helpers import GPU_EMULATED
 
     from gpu_tc.cuda import event_timing
 
-    stream = cp.cuda.get_current_stream()
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    start.record(stream)
-    event_timing.HOLD()
-    end.record(stream)
-    end.synchronize()
-    assert not event_timing.HOLD.off
-    if not GPU_EMULATED:
+    with cp.cuda.Stream() if own_stream else contextlib.nullcontext():
+        stream = cp.cuda.get_current_stream()
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        launched = len(RAW_LAUNCHES)
+        start.record(stream)
+        event_timing.HOLD()
+        end.record(stream)
+        end.synchronize()
+    assert not event_timing.HOLD.off, event_timing.HOLD.why
+    if GPU_EMULATED:
+        assert RAW_LAUNCHES[launched:] == ["gpu_tc_hold"]
+    else:
         assert cp.cuda.get_elapsed_time(start, end) >= event_timing.HOLD_NS / 1e6
 
 
-def test_a_hold_kernel_that_cannot_be_built_is_left_off(monkeypatch):
+def test_a_hold_kernel_that_cannot_be_built_is_left_off_and_the_reason_says_so(monkeypatch):
     from gpu_tc.cuda import event_timing
+    from gpu_tc.cuda.timed_plan import TimedPlan
 
-    def refuse(code: str, name: str) -> Any:
-        raise event_timing._COMPILE("no NVRTC here")
+    class _Unbuildable:
+        def __init__(self, code: str, name: str) -> None:
+            pass
+
+        def compile(self) -> None:
+            raise PermissionError("~/.cupy/kernel_cache is read-only")
 
     hold = event_timing._Hold()
-    monkeypatch.setattr(event_timing.cupy, "RawKernel", refuse)
+    monkeypatch.setattr(event_timing.cupy, "RawKernel", _Unbuildable)
+    monkeypatch.setattr(event_timing, "HOLD", hold)
     hold()
-    assert hold.off
+    assert hold.off and "PermissionError" in hold.why
     hold()  # and not tried again
+    log: list[str] = []
+    plan = TimedPlan([_SleepingPlan("a", 0.0, log), _SleepingPlan("b", 0.0, log)])
+    for _ in range(_timed_calls()):
+        plan.execute((None,), None, Scalars(), None)
+    assert "no hold kernel (PermissionError: ~/.cupy/kernel_cache is read-only)" in plan.reason
+
+
+def test_a_hold_kernel_launch_error_is_raised_not_hidden(monkeypatch):
+    """A launch fails for a sticky error of earlier work: the call must say so."""
+    from gpu_tc.cuda import event_timing
+
+    class _Broken:
+        def __init__(self, code: str, name: str) -> None:
+            pass
+
+        def compile(self) -> None:
+            pass
+
+        def __call__(self, grid: Any, block: Any, args: Any) -> None:
+            raise RuntimeError("cudaErrorIllegalAddress")
+
+    hold = event_timing._Hold()
+    monkeypatch.setattr(event_timing.cupy, "RawKernel", _Broken)
+    with pytest.raises(RuntimeError, match="IllegalAddress"):
+        hold()
+    assert not hold.off

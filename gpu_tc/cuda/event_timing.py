@@ -11,8 +11,13 @@ device's time for its work and the host's time to launch it. The first calls fin
 device idle, so events recorded straight away would also count the host's launch time
 (on an H200 the rounds of TCCG's cases 39-48 took 0.18 ms where the calls then took
 0.13, and the variant of more launches lost). A hold kernel therefore keeps the stream
-busy for ``HOLD_NS`` while the call is launched behind it: the events then time the
-device's work alone, and the host's time is read on the host clock.
+busy for ``HOLD_NS`` while the call is launched behind it: where the launch takes the
+host less than that, the events time the device's work alone; the host's time is read
+on the host clock, and where it is longer, it is the round's cost. (A caller who
+synchronises after every call pays both; the choice is made for calls that follow each
+other, as in a loop or a chain of steps.) Where the hold kernel cannot be built (no
+NVRTC, a kernel cache that cannot be written), rounds are timed without it and
+``reason`` says so.
 
 A variant whose call fails in the library (out of memory, a status cuBLAS or cuTENSOR
 returns) is out of the running: the caller runs another. Calls on a stream being
@@ -42,7 +47,6 @@ MIN_FLOPS = 10**8
 # CuPy kernel NVRTC would not compile.
 _COMPILE = getattr(getattr(cupy.cuda, "compiler", None), "CompileException", BackendError)
 VARIANT_FAILURES: tuple[type[BaseException], ...] = (BackendError, MemoryError, _COMPILE)
-_DRIVER_ERROR = getattr(getattr(cupy.cuda, "driver", None), "CUDADriverError", BackendError)
 # Longer than the host takes to launch any variant (gpu_tc's calls: 20-60 us on an H200).
 HOLD_NS = 200_000
 _HOLD_SOURCE = r"""
@@ -57,23 +61,36 @@ extern "C" __global__ void gpu_tc_hold(unsigned long long ns) {
 
 
 class _Hold:
-    """The hold kernel (one thread spinning on the global timer), compiled on first use;
-    where it cannot be built or launched, rounds are timed without it."""
+    """The hold kernel (one thread spinning on the global timer), built for each device
+    on first use; where it cannot be built, off (``why`` says why) and rounds are timed
+    without it. A launch error (a sticky error of earlier work) is raised."""
 
     def __init__(self) -> None:
         self._kernel: Any = None
-        self.off = False
+        self._built: set[int] = set()
+        self.why = ""
+
+    @property
+    def off(self) -> bool:
+        """Whether the kernel could not be built."""
+        return bool(self.why)
 
     def __call__(self) -> None:
-        """Keep the current stream busy for ``HOLD_NS`` from now."""
-        if self.off:
+        """Keep the current stream busy for ``HOLD_NS`` once the work queued on it
+        before is done."""
+        if self.why:
             return
-        try:
-            if self._kernel is None:
-                self._kernel = cupy.RawKernel(_HOLD_SOURCE, "gpu_tc_hold")
-            self._kernel((1,), (1,), (np.uint64(HOLD_NS),))
-        except (_COMPILE, cupy.cuda.runtime.CUDARuntimeError, _DRIVER_ERROR):
-            self.off = True
+        device = cupy.cuda.runtime.getDevice()
+        if device not in self._built:
+            try:
+                if self._kernel is None:
+                    self._kernel = cupy.RawKernel(_HOLD_SOURCE, "gpu_tc_hold")
+                self._kernel.compile()  # NVRTC, the kernel cache, the module load
+            except Exception as err:  # noqa: BLE001 - any failure to build: no hold
+                self.why = f"{type(err).__name__}: {err}"
+                return
+            self._built.add(device)
+        self._kernel((1,), (1,), (np.uint64(HOLD_NS),))
 
 
 HOLD = _Hold()
@@ -222,8 +239,10 @@ class EventTimings:
             )
             state = (f"timing {len(self.names)} {noun}" if self._chosen is None
                      else f"{self.names[self._chosen]} kept")
-        return (f"{state} (CUDA events behind a hold kernel, or the host's time where "
-                f"longer; median of {ROUNDS} after warm-up): {timings}")
+        how = ("CUDA events behind a hold kernel" if not HOLD.off
+               else f"CUDA events, no hold kernel ({HOLD.why})")
+        return (f"{state} ({how}, or the host's time where longer; median of {ROUNDS} "
+                f"after warm-up): {timings}")
 
     def _collect(self) -> None:
         """Read the timings whose end events completed; choose once all are in."""
