@@ -122,6 +122,30 @@ def test_scalar_result_stays_a_zero_d_cupy_array(cp, rng):
     assert float(got) == pytest.approx(np.trace(a))
 
 
+@pytest.mark.parametrize("expr, shapes, route", [
+    ("ij,jk->ik", [(4, 5), (5, 6)], "cublas"),
+    ("ijk,kl->lji", [(3, 4, 5), (5, 6)], "cublas"),
+    ("abcd,dbea->ec", [(3, 4, 5, 6), (6, 4, 7, 3)], "cutensor"),
+    ("ijk->ki", [(3, 4, 5)], "cutensor"),
+    ("bii->b", [(3, 4, 4)], "cutensor"),
+])
+def test_a_warm_call_into_a_new_result_is_one_call_of_the_plan(cp, rng, expr, shapes, route):
+    """A cached plan runs a call into a new result without run()'s layout and the
+    composed dispatch (``fast``: the plan's own new-result call), repeatedly, in the
+    layout the plan writes."""
+    host = [host_data(rng, s, "float64") for s in shapes]
+    device = [cp.asarray(x) for x in host]
+    plan = gpu_tc.prepare(expr, *device)
+    assert plan.route == route and plan._plan.fast is not None
+    want = np.einsum(expr, *host)
+    layout = plan._plan.output
+    for _ in range(3):
+        for got in (gpu_tc.einsum(expr, *device), plan.execute(*device)):
+            check(cp.asnumpy(got), want, "float64")
+            item = got.itemsize
+            assert tuple(s // item for s in got.strides) == layout.strides
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("c_layout", ["C", "F"])
 def test_contract_with_alpha_beta_and_c(cp, rng, dtype, c_layout):

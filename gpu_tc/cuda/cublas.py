@@ -22,7 +22,7 @@ from gpu_tc.problem import ContractionProblem, TensorSpec
 from gpu_tc.run import dense_allocation
 
 from .gemm_route import CublasGemm, StagedGemm
-from .operands import HostScalars, check_device
+from .operands import HostScalars, check_device, new_result_call
 
 _PREFIX = {"f": "s", "d": "d", "F": "c", "D": "z"}
 
@@ -54,6 +54,7 @@ class CublasContractionPlan(PlanDefaults):
         self.context = f"contraction {problem.a.labels},{problem.b.labels}->{problem.d.labels}"
         self._function = getattr(_cublas, _PREFIX[problem.d.dtype] + gemm.call)
         self._scalars = HostScalars(problem.d.dtype)
+        self.fresh = new_result_call(self, problem.d)
 
     def __repr__(self) -> str:
         return f"CublasContractionPlan(route={self.route!r}, reason={self.reason!r})"

@@ -1,4 +1,5 @@
-"""How arrays reach the GPU libraries: device checks, host scalars, staged operands.
+"""How arrays reach the GPU libraries: device checks, host scalars, staged operands,
+new results.
 
 The primitive plans get arrays laid out exactly as their problem's specs say; an
 :class:`Operand` turns one into the pointer its descriptor spec expects, through a
@@ -8,15 +9,41 @@ C-ordered copy when the spec is staged.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import cupy
 import numpy as np
 
+from gpu_tc.backend import UNSCALED
 from gpu_tc.errors import OperandError
+from gpu_tc.problem import TensorSpec
+from gpu_tc.run import dense_allocation
 
 from .descriptors import DescriptorSpec
+
+
+def new_result_call(plan: Any, d: TensorSpec) -> Callable[..., Any] | None:
+    """``f(*inputs)``: ``plan`` run unscaled into a new array laid out as ``d``, for the
+    warm path of a call into a new result (gpu_tc.compose's ``fast``: one call where
+    run() would lay out the result, then the composed plan dispatch to ``plan``); None
+    where ``d`` has gaps. The plan is held weakly: whoever calls ``f`` holds it."""
+    dense = dense_allocation(d)
+    if dense is None:
+        return None
+    extents, axes = dense
+    dtype = np.dtype(d.dtype)
+    held: Callable[[], Any] = weakref.ref(plan)
+
+    def fresh(*inputs: Any) -> Any:
+        result = cupy.empty(extents, dtype)
+        if axes is not None:
+            result = result.transpose(axes)
+        held().execute(inputs, result, UNSCALED, None)
+        return result
+
+    return fresh
 
 
 def check_device(device: int, arrays: Iterable[Any], context: str) -> None:

@@ -33,7 +33,7 @@ from .descriptors import (
     staged_bytes,
     staging_note,
 )
-from .operands import Operand, Variants, check_device
+from .operands import Operand, Variants, check_device, new_result_call
 from .planned import PlannedOperation
 from .unary_rules import cutensor_unary
 from .workspace import workspace_cap
@@ -97,6 +97,7 @@ class CutensorContractionPlan(PlanDefaults):
         self._variants = Variants(self._build)
         first = self._variants(tuple(expected_alignment(s, item) for s in specs))
         self.temporary_bytes = self._staged + first.workspace_size
+        self.fresh = new_result_call(self, p.d)
 
     @property
     def reason(self) -> str:
@@ -256,6 +257,7 @@ class CutensorReductionPlan(PlanDefaults):
         self._variants = Variants(self._build)
         first = self._variants(tuple(expected_alignment(s, item) for s in specs))
         self.temporary_bytes = self._staged + first.workspace_size
+        self.fresh = new_result_call(self, p.d)
 
     @property
     def reason(self) -> str:
