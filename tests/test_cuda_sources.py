@@ -59,3 +59,21 @@ def test_the_hold_kernel_compiles_and_spins_on_the_global_timer(nvrtc, architect
     assert ".entry gpu_tc_hold(" in ptx
     assert ".param .u64 gpu_tc_hold_param_0" in ptx
     assert ptx.count("%globaltimer") == 2 and "bra" in ptx
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+@pytest.mark.parametrize("name, scalar", [("gpu_tc_strided_sum_f4", "f32"),
+                                          ("gpu_tc_strided_sum_f8", "f64")])
+def test_the_strided_sum_kernels_compile_with_the_parameters_the_plan_passes(
+        nvrtc, architecture, name, scalar):
+    """StridedSumPlan.execute passes a, d, c, meta (pointers), two numpy.int32, two
+    numpy.int64 and alpha, beta of the kernel's float type, in that order."""
+    import re
+
+    from gpu_tc.cuda import strided_sum
+
+    ptx = compile_ptx(nvrtc, strided_sum.SOURCE, "strided_sum", architecture)
+    (parameters,) = re.findall(rf"\.entry {name}\((.*?)\)", ptx, re.S)
+    kinds = re.findall(r"\.param \.(\w+) ", parameters)
+    assert kinds == ["u64"] * 4 + ["u32"] * 2 + ["u64"] * 2 + [scalar] * 2
+    assert name in strided_sum.KERNELS.values()

@@ -25,10 +25,14 @@ def cp() -> Any:
     return importlib.import_module("cupy")
 
 
-def _timed_calls() -> int:
+def _timed_calls(variants: int = 2) -> int:
     from gpu_tc.cuda import event_timing
 
-    return 2 * (event_timing.WARM_UPS + event_timing.ROUNDS)
+    return variants * (event_timing.WARM_UPS + event_timing.ROUNDS)
+
+
+# A float sum's routes: cuTENSOR, CuPy's reduction kernel, gpu_tc's strided-sum kernel.
+SUM_ROUTES = 3
 
 
 class _SleepingPlan:
@@ -96,17 +100,19 @@ def test_a_large_gemm_times_cublas_against_cutensor_and_every_result_is_right(cp
 @pytest.mark.parametrize("subscripts, shape", [("bii->b", (128, 32, 32)),
                                                 ("ijkj->ik", (16, 16, 16, 16)),
                                                 ("abc->ac", (16, 16, 16))])
-def test_float_reductions_time_cutensor_against_cupy_and_every_result_is_right(
+def test_float_sums_time_cutensor_cupy_and_the_strided_kernel_and_every_result_is_right(
         cp, rng, subscripts, shape):
     host = random_array(rng, shape, "d")
     a = cp.asarray(host)
     expected = np.einsum(subscripts, host)
     plan = gpu_tc.prepare(subscripts, a)
-    assert plan.route == "cutensor" and "routes timing 2 routes" in plan.reason
-    for _ in range(_timed_calls() + 2):
+    assert plan.route == "cutensor" and "routes timing 3 routes" in plan.reason
+    assert "cutensor not yet, cupy not yet, kernel not yet" in plan.reason
+    for _ in range(_timed_calls(SUM_ROUTES) + 2):
         assert_close(gpu_tc.einsum(subscripts, a), expected, "d")
         assert_close(plan.execute(a), expected, "d")
-    assert " kept (CUDA events" in plan.reason and plan.route in ("cutensor", "cupy")
+    assert " kept (CUDA events" in plan.reason
+    assert plan.route in ("cutensor", "cupy", "kernel")
 
 
 def test_small_reductions_stay_on_cutensor_untimed(cp, rng):
@@ -123,7 +129,7 @@ def test_cupy_reductions_with_alpha_beta_and_other_operators(cp, rng):
     (alpha 1, no C) or folds, scales and adds C."""
     host, c_host = random_array(rng, (16, 20, 16), "d"), random_array(rng, (16, 16), "d")
     a, c = cp.asarray(host), cp.asarray(c_host)
-    for _ in range(_timed_calls() + 1):
+    for _ in range(_timed_calls(SUM_ROUTES) + 1):
         assert_close(gpu_tc.reduce("abc->ac", a), host.sum(axis=1), "d")
         assert_close(gpu_tc.reduce("abc->ac", a, alpha=2.0, beta=-1.0, c=c),
                      2 * host.sum(axis=1) - c_host, "d")
@@ -239,7 +245,7 @@ def test_sums_into_results_in_any_order_are_right_on_each_route(cp, rng, subscri
     one); a transposed D gets it through a copy."""
     host = random_array(rng, (8, 16, 64), "d")
     a = cp.asarray(host)
-    for _ in range(_timed_calls() + 1):
+    for _ in range(_timed_calls(SUM_ROUTES) + 1):
         assert_close(gpu_tc.einsum(subscripts, a), np.einsum(subscripts, host), "d")
         out = cp.empty(np.einsum(subscripts, host).shape[::-1]).T
         gpu_tc.einsum(subscripts, a, out=out)
@@ -337,7 +343,7 @@ def test_the_hold_kernel_keeps_the_stream_busy(cp, own_stream):
     whichever it is; the emulation runs every call at once, so there it only launches."""
     import contextlib
 
-    from gpu_double.functions import RAW_LAUNCHES
+    from gpu_double.raw_kernels import RAW_LAUNCHES
     from helpers import GPU_EMULATED
 
     from gpu_tc.cuda import event_timing
@@ -400,3 +406,72 @@ def test_a_hold_kernel_launch_error_is_raised_not_hidden(monkeypatch):
     with pytest.raises(RuntimeError, match="IllegalAddress"):
         hold()
     assert not hold.off
+
+
+def _spec(labels: str, x: Any) -> Any:
+    from gpu_tc.problem import TensorSpec, dtype_char
+
+    return TensorSpec(labels, tuple(x.shape), tuple(s // x.itemsize for s in x.strides),
+                      dtype_char(x.dtype))
+
+
+@pytest.mark.parametrize("dtype", ["f", "d"])
+@pytest.mark.parametrize("case", ["reversed-strided", "batch-diagonals", "all", "wide"])
+def test_the_strided_sum_kernel_alone_with_alpha_beta_and_c_as_d(cp, rng, dtype, case):
+    """gpu_tc's strided-sum kernel (gpu_tc/cuda/strided_sum.py) on views with negative
+    and uneven strides, diagonals, a 0-d result and a transposed D, D = alpha * sum + beta
+    * C with C apart and C as D."""
+    from cupy.lib.stride_tricks import as_strided
+
+    from gpu_tc.cuda.strided_sum import StridedSumPlan, applies
+    from gpu_tc.problem import ReductionProblem
+
+    if case == "reversed-strided":
+        base = cp.asarray(random_array(rng, (6, 5, 14), dtype))
+        a, labels, out = base[::-1, :, ::2], "abc", "ca"
+    elif case == "batch-diagonals":
+        base = cp.asarray(random_array(rng, (9, 7, 7), dtype))
+        a = as_strided(base, (9, 7), (base.strides[0], base.strides[1] + base.strides[2]))
+        labels, out = "bi", "b"
+    elif case == "all":
+        a, labels, out = cp.asarray(random_array(rng, (33, 65), dtype)), "ab", ""
+    else:  # more elements of D than one launch has blocks
+        # positive: a float32 sum of two is then within float32 rounding of the exact one
+        a, labels, out = cp.asarray(np.abs(random_array(rng, (70000, 2), dtype))), "ab", "a"
+    host = cp.asnumpy(a).astype(np.float64)
+    want = np.einsum(f"{labels}->{out}", host)
+    d = cp.empty(want.shape[::-1], dtype).T  # transposed where D has two axes
+    problem = ReductionProblem(_spec(labels, a), _spec(out, d))
+    assert applies(problem)
+    plan = StridedSumPlan(problem, cp.cuda.runtime.getDevice())
+    plan.execute((a,), d, Scalars(), None)
+    assert_close(d, want, dtype)
+    c = cp.empty(want.shape[::-1], dtype).T  # C has D's layout
+    c[...] = cp.asarray(random_array(rng, want.shape, dtype))
+    c_host = cp.asnumpy(c).astype(np.float64)
+    plan.execute((a,), d, Scalars(alpha=2.0, beta=-1.0), c)
+    # each element's error is relative to its terms (the difference may cancel)
+    assert_close(d, 2 * want - c_host, dtype, scale=2 * np.abs(want) + np.abs(c_host))
+    before = cp.asnumpy(d).astype(np.float64)
+    plan.execute((a,), d, Scalars(alpha=0.5, beta=1.0), d)
+    assert_close(d, 0.5 * want + before, dtype, scale=0.5 * np.abs(want) + np.abs(before))
+
+
+def test_the_strided_sum_kernel_takes_float_sums_only():
+    from gpu_tc.cuda.strided_sum import applies, layout_table
+    from gpu_tc.problem import ReductionProblem, TensorSpec
+
+    a = TensorSpec("abc", (2, 3, 4), (-12, 8, 2), "d")
+    d = TensorSpec("ca", (4, 2), (1, 4), "d")
+    assert applies(ReductionProblem(a, d))
+    # D's labels c, a: extents, strides in A, strides in D; then b: extent, stride in A.
+    assert layout_table(ReductionProblem(a, d)).tolist() == [4, 2, 2, -12, 1, 4, 3, 8]
+    assert not applies(ReductionProblem(a, d, op_reduce=ReduceOp.MAX))
+    assert not applies(ReductionProblem(a, d, op_a=UnaryOp.ABS))
+    assert not applies(ReductionProblem(TensorSpec("ab", (2, 3), (3, 1), "l"),
+                                        TensorSpec("a", (2,), (1,), "l")))
+    assert not applies(ReductionProblem(TensorSpec("ab", (2, 3), (3, 1), "F"),
+                                        TensorSpec("a", (2,), (1,), "F")))
+    whole = TensorSpec("ab", (4096, 4096), (4096, 1), "d")  # one block would sum 2^24
+    assert not applies(ReductionProblem(whole, TensorSpec("", (), (), "d")))
+    assert applies(ReductionProblem(whole, TensorSpec("a", (4096,), (1,), "d")))

@@ -29,7 +29,7 @@ from gpu_tc.problem import (
     array_layout,
 )
 
-from . import layout_trial, libraries
+from . import layout_trial, libraries, strided_sum
 from .cupy_kernels import (
     INTEGRAL,
     CupyContractionPlan,
@@ -259,9 +259,9 @@ class GpuBackend:
         return plans.CutensorPermutationPlan(problem, cupy.cuda.runtime.getDevice())
 
     def reduction_plan(self, problem: ReductionProblem, options: Options) -> Any:
-        """A cuTENSOR reduction on A's (possibly diagonal) view, timed against CuPy's
-        reduction kernel on the first calls (CuPy's alone for integers and for what
-        cuTENSOR refuses)."""
+        """A cuTENSOR reduction on A's (possibly diagonal) view, timed on the first calls
+        against CuPy's reduction kernel and, for a float sum, gpu_tc's strided-sum
+        kernel (CuPy's alone for integers and for what cuTENSOR refuses)."""
         if 0 in problem.d.extents:
             return EmptyPlan("the result is empty")
         if 0 in problem.a.extents:
@@ -273,11 +273,14 @@ class GpuBackend:
         reduction = plans.CutensorReductionPlan(problem, options, cupy.cuda.runtime.getDevice())
         if problem.a.size < MIN_REDUCED:
             return reduction
+        rivals: list[Any] = []
         kernel = CupyReductionPlan(problem, "CuPy's reduction kernel, timed against cuTENSOR")
         limit = options.memory_limit
-        if limit is not None and kernel.temporary_bytes > limit:
-            return reduction
-        return TimedPlan((reduction, kernel))
+        if limit is None or kernel.temporary_bytes <= limit:
+            rivals.append(kernel)
+        if strided_sum.applies(problem):  # no temporaries
+            rivals.append(strided_sum.StridedSumPlan(problem, cupy.cuda.runtime.getDevice()))
+        return TimedPlan((reduction, *rivals)) if rivals else reduction
 
     def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> Any:
         """A cuTENSOR element-wise binary or trinary operation (CuPy's ufuncs for

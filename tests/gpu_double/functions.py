@@ -227,35 +227,6 @@ def get_default_memory_pool() -> runtime.MemoryPool:
     return runtime.MEMORY_POOL
 
 
-RAW_LAUNCHES: list[str] = []  # the names of the RawKernels launched, in order
-
-
-class RawKernel:
-    """``cupy.RawKernel``, for the one kernel gpu_tc defines: the hold kernel its GPU
-    timings launch to keep a stream busy. Nothing is ever queued here (every call has
-    run when it returns), so a launch only notes its name in ``RAW_LAUNCHES``; any other
-    kernel is refused. As CuPy's, the grid and block are tuples."""
-
-    def __init__(self, code: str, name: str, options: tuple[str, ...] = (),
-                 backend: str = "nvrtc", *, translate_cucomplex: bool = False,
-                 enable_cooperative_groups: bool = False, jitify: bool | None = None) -> None:
-        if name != "gpu_tc_hold" or "%globaltimer" not in code:
-            raise NotImplementedError(f"the emulation runs no raw kernel {name!r}")
-        self.code, self.name = code, name
-
-    def compile(self, log_stream: Any = None) -> None:
-        """Nothing to build: the emulation runs no device code."""
-
-    def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...],
-                 *, shared_mem: int = 0) -> None:
-        if type(grid) is not tuple or type(block) is not tuple:
-            raise TypeError(f"{self.name}: grid and block must be tuples")
-        (ns,) = args
-        if not isinstance(ns, np.uint64):
-            raise TypeError(f"{self.name}: its one argument is an unsigned long long")
-        RAW_LAUNCHES.append(self.name)
-
-
 class ReductionKernel:
     """``cupy.ReductionKernel``, for the one kernel gpu_tc defines: a plain sum (map
     ``x``, reduce ``a + b``, identity ``0``); others are refused."""

@@ -2,7 +2,6 @@
 
 from gpu_double.array import ndarray  # noqa: F401
 from gpu_double.functions import (  # noqa: F401
-    RawKernel,
     ReductionKernel,
     absolute,
     add,
@@ -51,6 +50,7 @@ from gpu_double.functions import (  # noqa: F401
     zeros,
     zeros_like,
 )
+from gpu_double.raw_kernels import RawKernel  # noqa: F401
 from numpy import (  # noqa: F401 - CuPy re-exports NumPy's scalar types
     bool_,
     complex64,
