@@ -77,3 +77,145 @@ def test_the_strided_sum_kernels_compile_with_the_parameters_the_plan_passes(
     kinds = re.findall(r"\.param \.(\w+) ", parameters)
     assert kinds == ["u64"] * 4 + ["u32"] * 2 + ["u64"] * 2 + [scalar] * 2
     assert name in strided_sum.KERNELS.values()
+
+
+# The CUDA C run on the CPU: every thread of a block an OS thread, __syncthreads() a
+# barrier, blocks one after another. The same source text as NVRTC compiles, so its
+# index math and its tree of partial sums are checked against NumPy without a GPU.
+_SIMULATION = r"""
+#include <pthread.h>
+#include <vector>
+struct gpu_tc_dim { unsigned int x; };
+static thread_local gpu_tc_dim threadIdx, blockIdx;
+static gpu_tc_dim blockDim, gridDim;
+static pthread_barrier_t gpu_tc_barrier;
+#define __global__
+#define __shared__ static
+#define __restrict__ __restrict
+static inline void __syncthreads() { pthread_barrier_wait(&gpu_tc_barrier); }
+SOURCE
+template <typename T> struct Launch {
+    void (*kernel)(const T *, T *, const T *, const long long *, int, int, long long,
+                   long long, T, T);
+    const T *a; T *d; const T *c; const long long *meta;
+    int kept, summed; long long n_out, n_summed; T alpha, beta;
+    unsigned int block, thread;
+};
+template <typename T> static void *run_thread(void *p) {
+    Launch<T> *l = (Launch<T> *)p;
+    blockIdx.x = l->block;
+    threadIdx.x = l->thread;
+    l->kernel(l->a, l->d, l->c, l->meta, l->kept, l->summed, l->n_out, l->n_summed,
+              l->alpha, l->beta);
+    return nullptr;
+}
+template <typename T> static int launch(Launch<T> base, unsigned int grid, unsigned int block) {
+    blockDim.x = block;
+    gridDim.x = grid;
+    pthread_barrier_init(&gpu_tc_barrier, nullptr, block);
+    for (unsigned int b = 0; b < grid; b++) {
+        std::vector<Launch<T>> each(block, base);
+        std::vector<pthread_t> threads(block);
+        for (unsigned int t = 0; t < block; t++) {
+            each[t].block = b;
+            each[t].thread = t;
+            if (pthread_create(&threads[t], nullptr, run_thread<T>, &each[t]))
+                return 1;
+        }
+        for (unsigned int t = 0; t < block; t++)
+            pthread_join(threads[t], nullptr);
+    }
+    pthread_barrier_destroy(&gpu_tc_barrier);
+    return 0;
+}
+#define GPU_TC_ENTRY(T, NAME)                                                          \
+extern "C" int run_##NAME(unsigned int grid, unsigned int block, const T *a, T *d,     \
+                          const T *c, const long long *meta, int kept, int summed,     \
+                          long long n_out, long long n_summed, T alpha, T beta) {      \
+    Launch<T> l = {NAME, a, d, c, meta, kept, summed, n_out, n_summed, alpha, beta,    \
+                   0, 0};                                                              \
+    return launch<T>(l, grid, block);                                                  \
+}
+GPU_TC_ENTRY(float, gpu_tc_strided_sum_f4)
+GPU_TC_ENTRY(double, gpu_tc_strided_sum_f8)
+"""
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory: Any) -> Any:
+    """The strided-sum kernels built for the CPU simulation (g++, pthreads)."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    from gpu_tc.cuda import strided_sum
+
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.skip("no C++ compiler to build the CPU simulation of the CUDA source")
+    folder = tmp_path_factory.mktemp("simulation")
+    source = folder / "simulation.cpp"
+    source.write_text(_SIMULATION.replace("SOURCE", strided_sum.SOURCE))
+    library = folder / "simulation.so"
+    subprocess.run([compiler, "-std=c++17", "-O1", "-shared", "-fPIC", "-pthread",
+                    str(source), "-o", str(library)], check=True, capture_output=True)
+    return ctypes.CDLL(str(library))
+
+
+@pytest.mark.parametrize("dtype", ["f", "d"])
+@pytest.mark.parametrize("case", ["reversed-strided", "batch-diagonals", "all", "grid-stride"])
+def test_the_strided_sum_source_sums_as_numpy_on_a_cpu_simulation(simulated, dtype, case):
+    """StridedSumPlan's layout table and launch shape, the CUDA source run on the CPU:
+    views with negative and uneven strides, diagonals, a 0-d D, more elements of D than
+    blocks, a transposed D; alpha, beta, and C as D."""
+    import ctypes
+
+    import numpy as np
+    from numpy.lib.stride_tricks import as_strided
+
+    from gpu_tc.cuda import strided_sum
+    from gpu_tc.problem import ReductionProblem, TensorSpec
+
+    rng = np.random.default_rng(7)
+    base = rng.standard_normal((6, 5, 14, 3)).astype(dtype)
+    if case == "reversed-strided":
+        a, labels, out = base[::-1, :, ::2, 1], "abc", "ca"
+    elif case == "batch-diagonals":
+        square = rng.standard_normal((9, 7, 7)).astype(dtype)
+        a = as_strided(square, (9, 7), (square.strides[0], square.strides[1] + square.strides[2]))
+        labels, out = "bi", "b"
+    elif case == "all":
+        a, labels, out = base[:, 1:, ::3, 0], "abc", ""
+    else:
+        a, labels, out = base, "abcd", "db"  # 15 elements of D over 4 blocks
+    item = a.itemsize
+    want = np.einsum(f"{labels}->{out}", a.astype(np.float64))
+    d = np.zeros(want.shape[::-1], dtype).T
+    spec = lambda lab, x: TensorSpec(lab, x.shape, tuple(s // item for s in x.strides), dtype)  # noqa: E731
+    problem = ReductionProblem(spec(labels, a), spec(out, d))
+    assert strided_sum.applies(problem)
+    meta = strided_sum.layout_table(problem)
+    grid, threads, n_out, n_summed = strided_sum.launch_shape(problem)
+    if case == "grid-stride":
+        grid = 4  # as MAX_BLOCKS does for more elements of D
+    real = ctypes.c_float if dtype == "f" else ctypes.c_double
+    run = getattr(simulated, "run_" + strided_sum.KERNELS[dtype])
+    pointer = ctypes.c_void_p
+
+    def launch(c: np.ndarray, alpha: float, beta: float) -> None:
+        assert run(ctypes.c_uint(grid), ctypes.c_uint(threads), pointer(a.ctypes.data),
+                   pointer(d.ctypes.data), pointer(c.ctypes.data), pointer(meta.ctypes.data),
+                   ctypes.c_int(len(out)), ctypes.c_int(len(labels) - len(out)),
+                   ctypes.c_longlong(n_out), ctypes.c_longlong(n_summed), real(alpha),
+                   real(beta)) == 0
+
+    tolerance = {"f": 1e-4, "d": 1e-12}[dtype] * (1 + np.abs(want).max())
+    launch(d, 1.0, 0.0)
+    np.testing.assert_allclose(d, want, atol=tolerance)
+    c = np.zeros(want.shape[::-1], dtype).T
+    c[...] = rng.standard_normal(want.shape)
+    launch(c, 2.0, -1.0)
+    np.testing.assert_allclose(d, 2 * want - c, atol=3 * tolerance)
+    before = d.astype(np.float64)
+    launch(d, 0.5, 1.0)
+    np.testing.assert_allclose(d, 0.5 * want + before, atol=3 * tolerance)

@@ -109,6 +109,14 @@ def layout_table(problem: ReductionProblem) -> np.ndarray:
     return np.array([v for row in rows for v in row], dtype=np.int64)
 
 
+def launch_shape(problem: ReductionProblem) -> tuple[int, int, int, int]:
+    """(blocks, threads per block, elements of D, elements summed into each)."""
+    n_out = math.prod(problem.d.extents)
+    n_summed = math.prod(problem.a.extent(x) for x in problem.reduced)
+    threads = min(MAX_THREADS, max(32, 1 << (n_summed - 1).bit_length()))
+    return min(n_out, MAX_BLOCKS), threads, n_out, n_summed
+
+
 class StridedSumPlan(PlanDefaults):
     """D = alpha * sum(A) + beta * C over the labels of A missing from D, by gpu_tc's
     strided-sum kernel (see the module)."""
@@ -123,10 +131,7 @@ class StridedSumPlan(PlanDefaults):
         self._name = KERNELS[a.dtype]
         self._scalar = _SCALAR[a.dtype]
         self._kept, self._summed = len(d.labels), len(problem.reduced)
-        self._n_out = int(np.prod(d.extents, dtype=np.int64))
-        self._n_summed = int(np.prod([a.extent(x) for x in problem.reduced], dtype=np.int64))
-        self._threads = min(MAX_THREADS, max(32, 1 << (self._n_summed - 1).bit_length()))
-        self._blocks = min(self._n_out, MAX_BLOCKS)
+        self._blocks, self._threads, self._n_out, self._n_summed = launch_shape(problem)
         with cupy.cuda.Device(device):
             self._meta = cupy.asarray(layout_table(problem))
         self.reason = (
