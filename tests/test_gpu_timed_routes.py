@@ -11,10 +11,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import assert_close, random_array
+from helpers import GPU_EMULATED, assert_close, random_array
 
 import gpu_tc
 from gpu_tc.backend import Scalars
+from gpu_tc.cache import PLAN_CACHE
 from gpu_tc.options import Options, ReduceOp, UnaryOp
 
 pytestmark = pytest.mark.gpu
@@ -475,3 +476,104 @@ def test_the_strided_sum_kernel_takes_float_sums_only():
     whole = TensorSpec("ab", (4096, 4096), (4096, 1), "d")  # one block would sum 2^24
     assert not applies(ReductionProblem(whole, TensorSpec("", (), (), "d")))
     assert applies(ReductionProblem(whole, TensorSpec("a", (4096,), (1,), "d")))
+
+
+@pytest.mark.parametrize("c_layout", ["F", "broadcast", "reversed"])
+def test_sums_with_c_in_another_layout_than_d_are_right_on_every_route(cp, rng, c_layout):
+    """reduce() checks only C's shape: C Fortran-ordered, broadcast or reversed reaches
+    each route, which reads it in its own layout (the strided-sum kernel through a copy
+    into D)."""
+    host = random_array(rng, (16, 20, 16), "d")
+    row = random_array(rng, (16,), "d")
+    a = cp.asarray(host)
+    for _ in range(_timed_calls(SUM_ROUTES) + 2):
+        if c_layout == "F":
+            c_host = random_array(rng, (16, 16), "d")
+            c = cp.asfortranarray(cp.asarray(c_host))
+        elif c_layout == "broadcast":
+            c_host = np.broadcast_to(row, (16, 16))
+            c = cp.broadcast_to(cp.asarray(row), (16, 16))
+        else:
+            c_host = random_array(rng, (16, 16), "d")
+            c = cp.asarray(c_host[::-1, ::-1].copy())[::-1, ::-1]
+        got = gpu_tc.reduce("abc->ac", a, alpha=2.0, beta=-1.0, c=c)
+        assert_close(got, 2 * host.sum(axis=1) - c_host, "d",
+                     scale=2 * np.abs(host).sum(axis=1) + np.abs(c_host))
+
+
+def test_a_strided_sum_kernel_that_cannot_be_built_is_left_out(cp, rng, monkeypatch):
+    from gpu_tc.backend import backend_named
+    from gpu_tc.cuda import strided_sum
+    from gpu_tc.problem import ReductionProblem, contiguous_spec
+
+    class _Unbuildable:
+        def __init__(self, code: str, name: str) -> None:
+            pass
+
+        def compile(self) -> None:
+            raise RuntimeError("libnvrtc.so: cannot open shared object file")
+
+    monkeypatch.setattr(strided_sum.cupy, "RawKernel", _Unbuildable)
+    monkeypatch.setattr(strided_sum, "_BUILT", {})
+    problem = ReductionProblem(contiguous_spec("abc", [16] * 3, "d"),
+                               contiguous_spec("ac", [16] * 2, "d"))
+    plan = backend_named("gpu").reduction_plan(problem, Options())
+    assert [p.route for p in plan.plans] == ["cutensor", "cupy"]
+
+
+@pytest.fixture(scope="module")
+def simulation(tmp_path_factory: Any) -> Any:
+    from cuda_simulation import build
+
+    return build(tmp_path_factory.mktemp("simulation"))
+
+
+@pytest.mark.skipif(not GPU_EMULATED, reason="runs the CUDA source on the CPU with the "
+                    "emulated device's host-memory arrays; a real GPU runs it itself")
+# Views of 4096 elements (the least timed), so the kernel is one of the routes timed.
+@pytest.mark.parametrize("subscripts, shape", [("bii->b", (128, 32, 32)),
+                                                ("abc->ca", (16, 16, 16)),
+                                                ("ijkj->ik", (16, 16, 16, 16)),
+                                                ("abc->", (16, 16, 16))])
+def test_the_strided_sum_source_gets_the_arguments_the_plan_passes(
+        cp, rng, monkeypatch, simulation, subscripts, shape):
+    """The plan's own launches (argument tuple, grid and block) run the CUDA source,
+    simulated on the CPU (tests/cuda_simulation.py), on the views gpu_tc makes (a
+    diagonal, a reversed axis, a partial trace, all into one number), into a
+    transposed D that is also C."""
+    from cuda_simulation import launcher
+
+    from gpu_tc.cuda import event_timing, strided_sum
+
+    library = simulation
+    launches: list[str] = []
+    emulated = strided_sum.cupy.RawKernel
+
+    def simulated(code: str, name: str) -> Any:
+        if name not in strided_sum.KERNELS.values():  # the timings' hold kernel
+            return emulated(code, name)
+        kernel = launcher(library, name)(code, name)
+
+        def launch(grid: Any, block: Any, args: Any) -> None:
+            launches.append(name)
+            kernel(grid, block, args)
+
+        launch.compile = kernel.compile  # type: ignore[attr-defined]
+        return launch
+
+    monkeypatch.setattr(strided_sum, "_BUILT", {})
+    monkeypatch.setattr(strided_sum.cupy, "RawKernel", simulated)
+    PLAN_CACHE.clear()  # plans timed by earlier tests have settled
+    host = random_array(rng, shape, "d")
+    reverse = subscripts == "abc->ca"
+    a = cp.asarray(host)[..., ::-1] if reverse else cp.asarray(host)
+    view = host[..., ::-1] if reverse else host
+    want = np.einsum(subscripts, view)
+    out = cp.empty(want.shape[::-1]).T
+    c_host = random_array(rng, want.shape, "d")
+    for _ in range(_timed_calls(SUM_ROUTES) + 2):
+        out[...] = cp.asarray(c_host)
+        gpu_tc.reduce(subscripts, a, alpha=2.0, beta=-1.0, c=out, out=out)
+        assert_close(out, 2 * want - c_host, "d",
+                     scale=2 * np.einsum(subscripts, np.abs(view)) + np.abs(c_host))
+    assert len(launches) >= event_timing.WARM_UPS + event_timing.ROUNDS

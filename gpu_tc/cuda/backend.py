@@ -11,6 +11,7 @@ library that does not load costs its routes only (:mod:`gpu_tc.cuda.libraries`).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -279,7 +280,8 @@ class GpuBackend:
         if limit is None or kernel.temporary_bytes <= limit:
             rivals.append(kernel)
         if strided_sum.applies(problem):  # no temporaries
-            rivals.append(strided_sum.StridedSumPlan(problem, cupy.cuda.runtime.getDevice()))
+            with contextlib.suppress(BackendError):  # not built here: not a route
+                rivals.append(strided_sum.StridedSumPlan(problem, cupy.cuda.runtime.getDevice()))
         return TimedPlan((reduction, *rivals)) if rivals else reduction
 
     def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> Any:

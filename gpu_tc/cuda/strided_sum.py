@@ -23,6 +23,7 @@ import cupy
 import numpy as np
 
 from gpu_tc.backend import PlanDefaults, Scalars
+from gpu_tc.errors import BackendError
 from gpu_tc.options import ReduceOp, UnaryOp
 from gpu_tc.problem import ReductionProblem
 
@@ -86,7 +87,28 @@ GPU_TC_STRIDED_SUM(double, gpu_tc_strided_sum_f8)
 """
 KERNELS = {"f": "gpu_tc_strided_sum_f4", "d": "gpu_tc_strided_sum_f8"}
 _SCALAR = {"f": np.float32, "d": np.float64}
-_BUILT: dict[str, Any] = {}  # kernel name -> cupy.RawKernel
+_BUILT: dict[tuple[str, int], Any] = {}  # (kernel name, device) -> compiled RawKernel
+
+
+def built(name: str) -> Any:
+    """The kernel ``name`` as a cupy.RawKernel, compiled for the current device (NVRTC,
+    CuPy's kernel cache, the module load) on first use.
+
+    Raises:
+        BackendError: it could not be built (no NVRTC, a kernel cache that cannot be
+            written, a refused compile): the timing then leaves it out.
+    """
+    device = cupy.cuda.runtime.getDevice()
+    kernel = _BUILT.get((name, device))
+    if kernel is None:
+        try:
+            kernel = cupy.RawKernel(SOURCE, name)
+            kernel.compile()
+        except Exception as err:  # noqa: BLE001 - any failure to build: not a route
+            raise BackendError(f"gpu_tc's {name} could not be built: "
+                               f"{type(err).__name__}: {err}") from err
+        _BUILT[name, device] = kernel
+    return kernel
 
 
 def applies(problem: ReductionProblem) -> bool:
@@ -119,7 +141,11 @@ def launch_shape(problem: ReductionProblem) -> tuple[int, int, int, int]:
 
 class StridedSumPlan(PlanDefaults):
     """D = alpha * sum(A) + beta * C over the labels of A missing from D, by gpu_tc's
-    strided-sum kernel (see the module)."""
+    strided-sum kernel (see the module), built when the plan is made.
+
+    Raises:
+        BackendError: the kernel could not be built (see :func:`built`).
+    """
 
     route = "kernel"
 
@@ -133,6 +159,7 @@ class StridedSumPlan(PlanDefaults):
         self._kept, self._summed = len(d.labels), len(problem.reduced)
         self._blocks, self._threads, self._n_out, self._n_summed = launch_shape(problem)
         with cupy.cuda.Device(device):
+            built(self._name)
             self._meta = cupy.asarray(layout_table(problem))
         self.reason = (
             f"gpu_tc's strided-sum kernel ({self._n_out} element(s) of D, each a block of "
@@ -148,11 +175,11 @@ class StridedSumPlan(PlanDefaults):
         a = inputs[0]
         check_device(self.device, (a, c, d), self.context)
         read_c = scalars.beta != 0 and c is not None
+        if read_c and c is not d and c.strides != d.strides:
+            cupy.copyto(d, c)  # the kernel reads C where it writes D
+            c = d
         t = self._scalar
-        kernel = _BUILT.get(self._name)
-        if kernel is None:
-            kernel = _BUILT[self._name] = cupy.RawKernel(SOURCE, self._name)
-        kernel((self._blocks,), (self._threads,), (
+        built(self._name)((self._blocks,), (self._threads,), (
             a, d, c if read_c else d, self._meta, np.int32(self._kept), np.int32(self._summed),
             np.int64(self._n_out), np.int64(self._n_summed), t(complex(scalars.alpha).real),
             t(complex(scalars.beta).real if read_c else 0)))
