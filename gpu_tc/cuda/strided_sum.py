@@ -45,7 +45,7 @@ extern "C" __global__ void NAME(const T *__restrict__ a, T *d, const T *c,      
                                 int summed, long long n_out, long long n_summed,       \
                                 T alpha, T beta)                                       \
 {                                                                                      \
-    __shared__ T partial[256];                                                         \
+    __shared__ T partial[MAX_THREADS];                                                 \
     const long long *kept_extent = meta, *kept_a = meta + kept;                        \
     const long long *kept_d = meta + 2 * kept, *summed_extent = meta + 3 * kept;       \
     const long long *summed_a = summed_extent + summed;                                \
@@ -84,7 +84,7 @@ extern "C" __global__ void NAME(const T *__restrict__ a, T *d, const T *c,      
 }
 GPU_TC_STRIDED_SUM(float, gpu_tc_strided_sum_f4)
 GPU_TC_STRIDED_SUM(double, gpu_tc_strided_sum_f8)
-"""
+""".replace("MAX_THREADS", str(MAX_THREADS))
 KERNELS = {"f": "gpu_tc_strided_sum_f4", "d": "gpu_tc_strided_sum_f8"}
 _SCALAR = {"f": np.float32, "d": np.float64}
 _BUILT: dict[tuple[str, int], Any] = {}  # (kernel name, device) -> compiled RawKernel
