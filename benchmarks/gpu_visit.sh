@@ -16,6 +16,12 @@
 #   benchmarks/gpu_visit.sh bench OUT    tccg and small in one command, most telling
 #                                        first: tccg float64, the small suites, tccg
 #                                        float32, then the two passes with it off
+#   benchmarks/gpu_visit.sh visit OUT    tests (no first calls) then bench (no passes
+#                                        with the accelerator off) in one command: on an
+#                                        H200 about 540 s with the staging's install,
+#                                        so one staging serves the whole visit
+#   benchmarks/gpu_visit.sh rest OUT     what visit leaves out: the first calls and the
+#                                        passes with the accelerator off (about 100 s)
 #
 # A session's device time is short (15 minutes, the start and the staging included), so
 # the limits below are sized for `tests` then `bench` on one warm machine; the archive
@@ -40,7 +46,7 @@ WHEELS="cutensor-cu13==2.8.1 nvmath-python==1.0.0 platformdirs==4.14.7 dask==202
 distributed==2026.8.0 cotengra==0.8.3 autoray==0.11.0 tornado==6.6.1 zict==3.0.0
 tblib==3.2.2 partd==1.4.2 locket==1.0.0"
 
-usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $work/NAME.log
   local name=$1 limit=$2; shift 2
@@ -89,36 +95,49 @@ work=$(mktemp -d /tmp/gpu-visit-XXXX)
 step build-kernel 120 $PY setup.py build_ext --inplace
 versions
 
+tests() {
+  # A hung test must not cost the whole log: pytest-timeout (in the GPU image) ends it.
+  local per_test
+  per_test=$($PY -c "import pytest_timeout" 2>/dev/null && echo --timeout=90)
+  step tests 240 $PY -m pytest -n "$(nproc)" -p no:cacheprovider --tb=long -rfEs \
+    $per_test --junitxml="$work/junit.xml"
+  head -c 15M "$work/tests.log" > "$out/tests.log"
+  step selftest 60 $PY -m gpu_tc selftest             # the image's default command
+}
+
+first_calls() {
+  # First calls as users get them (cuTENSOR's cache files off: with them opted in,
+  # case 13 crashed its process in visits 1 and 3 on the H200, cuTENSOR 2.8.0).
+  step first-call 90 $PY benchmarks/first_call.py --backend gpu --autotune 8 \
+    --cases 3,13 --repeat 2 --output "$work/first-call-gpu.json"
+}
+
+tccg() {  # tccg DTYPE: every GPU peer, CuPy's cuTENSOR accelerator on
+  CUPY_ACCELERATORS=cub,cutensor step "tccg-$1" 200 $PY -m gpu_tc bench tccg --backend gpu \
+    --dtype "$1" --no-memory --output "$work/bench"
+}
+
+small() {
+  CUPY_ACCELERATORS=cub,cutensor step small 150 $PY -m gpu_tc bench overhead permute trace \
+    reduce --backend gpu --dtype float64 --output "$work/bench"
+}
+
+plain() {  # plain tccg|small: cupy.einsum with CuPy's accelerators off
+  case "$1" in
+    tccg) CUPY_ACCELERATORS="" step tccg-cupy-plain 120 $PY -m gpu_tc bench tccg --backend gpu \
+      --dtype float64 --peers cupy --no-memory --output "$work/bench-cupy-plain" ;;
+    small) CUPY_ACCELERATORS="" step small-cupy-plain 90 $PY -m gpu_tc bench overhead permute \
+      trace reduce --backend gpu --dtype float64 --peers cupy --output "$work/bench-cupy-plain" ;;
+  esac
+}
+
 case "$mode" in
-  tests)
-    # A hung test must not cost the whole log: pytest-timeout (in the GPU image) ends it.
-    per_test=$($PY -c "import pytest_timeout" 2>/dev/null && echo --timeout=90)
-    step tests 240 $PY -m pytest -n "$(nproc)" -p no:cacheprovider --tb=long -rfEs \
-      $per_test --junitxml="$work/junit.xml"
-    head -c 15M "$work/tests.log" > "$out/tests.log"
-    step selftest 60 $PY -m gpu_tc selftest             # the image's default command
-    # First calls as users get them (cuTENSOR's cache files off: with them opted in,
-    # case 13 crashed its process in visits 1 and 3 on the H200, cuTENSOR 2.8.0).
-    step first-call 90 $PY benchmarks/first_call.py --backend gpu --autotune 8 \
-      --cases 3,13 --repeat 2 --output "$work/first-call-gpu.json"
-    ;;
-  tccg|small|bench)
-    export CUPY_ACCELERATORS=cub,cutensor
-    case "$mode" in tccg|bench)
-      step tccg-float64 200 $PY -m gpu_tc bench tccg --backend gpu --dtype float64 \
-        --no-memory --output "$work/bench" ;; esac
-    case "$mode" in small|bench)
-      step small 150 $PY -m gpu_tc bench overhead permute trace reduce --backend gpu \
-        --dtype float64 --output "$work/bench" ;; esac
-    case "$mode" in tccg|bench)
-      step tccg-float32 200 $PY -m gpu_tc bench tccg --backend gpu --dtype float32 \
-        --no-memory --output "$work/bench"
-      CUPY_ACCELERATORS="" step tccg-cupy-plain 120 $PY -m gpu_tc bench tccg --backend gpu \
-        --dtype float64 --peers cupy --no-memory --output "$work/bench-cupy-plain" ;; esac
-    case "$mode" in small|bench)
-      CUPY_ACCELERATORS="" step small-cupy-plain 90 $PY -m gpu_tc bench overhead permute \
-        trace reduce --backend gpu --dtype float64 --peers cupy --output "$work/bench-cupy-plain" ;; esac
-    ;;
+  tests) tests; first_calls ;;
+  tccg) tccg float64; tccg float32; plain tccg ;;
+  small) small; plain small ;;
+  bench) tccg float64; small; tccg float32; plain tccg; plain small ;;
+  visit) tests; tccg float64; small; tccg float32 ;;
+  rest) first_calls; plain tccg; plain small ;;
   *) usage ;;
 esac
 pack
