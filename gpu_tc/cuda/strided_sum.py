@@ -123,12 +123,10 @@ def applies(problem: ReductionProblem) -> bool:
 def layout_table(problem: ReductionProblem) -> np.ndarray:
     """The kernel's ``meta``: D's extents, their strides in A, their strides in D, then
     the summed labels' extents and strides in A (int64, in elements)."""
-    a, d = problem.a, problem.d
-    kept = [(n, a.stride(label), s) for label, n, s in zip(d.labels, d.extents, d.strides)]
-    summed = [(a.extent(label), a.stride(label)) for label in problem.reduced]
-    columns = [list(x) for x in zip(*kept)] if kept else [[], [], []]
-    rows = columns + ([list(x) for x in zip(*summed)])
-    return np.array([v for row in rows for v in row], dtype=np.int64)
+    a, d, summed = problem.a, problem.d, problem.reduced
+    return np.array([*d.extents, *(a.stride(x) for x in d.labels), *d.strides,
+                     *(a.extent(x) for x in summed), *(a.stride(x) for x in summed)],
+                    dtype=np.int64)
 
 
 def launch_shape(problem: ReductionProblem) -> tuple[int, int, int, int]:
@@ -154,12 +152,11 @@ class StridedSumPlan(PlanDefaults):
         self.problem = problem
         self.device = device
         self.context = f"reduction {a.labels}->{d.labels}"
-        self._name = KERNELS[a.dtype]
         self._scalar = _SCALAR[a.dtype]
         self._kept, self._summed = len(d.labels), len(problem.reduced)
         self._blocks, self._threads, self._n_out, self._n_summed = launch_shape(problem)
         with cupy.cuda.Device(device):
-            built(self._name)
+            self._kernel = built(KERNELS[a.dtype])
             self._meta = cupy.asarray(layout_table(problem))
         self.reason = (
             f"gpu_tc's strided-sum kernel ({self._n_out} element(s) of D, each a block of "
@@ -179,7 +176,7 @@ class StridedSumPlan(PlanDefaults):
             cupy.copyto(d, c)  # the kernel reads C where it writes D
             c = d
         t = self._scalar
-        built(self._name)((self._blocks,), (self._threads,), (
+        self._kernel((self._blocks,), (self._threads,), (
             a, d, c if read_c else d, self._meta, np.int32(self._kept), np.int32(self._summed),
             np.int64(self._n_out), np.int64(self._n_summed), t(complex(scalars.alpha).real),
             t(complex(scalars.beta).real if read_c else 0)))
