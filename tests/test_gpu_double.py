@@ -470,3 +470,24 @@ def test_a_finalizer_the_collector_runs_inside_a_lock_does_not_deadlock(owner):
     thread.start()
     thread.join(timeout=20)
     assert finished.is_set(), f"{owner}: the finalizer deadlocked on the held lock"
+
+
+def test_a_hold_queues_what_is_recorded_behind_it_until_it_ends():
+    """The one queued work of the double: an event recorded behind a hold is not done
+    until the hold ends; a stream synchronize or a copy to the host waits for it, as on
+    a GPU, so a caller reading timings at once is caught here too."""
+    stream = runtime.Stream()
+    with stream:
+        start, end = runtime.Event(), runtime.Event()
+        start.record(stream)
+        runtime.hold(0.05)
+        end.record(stream)
+        assert not end.done and not stream.done and runtime.Stream.null.done
+        zeros((2,)).get()  # the copy waits for every stream of the device
+        assert end.done and stream.done
+        assert runtime.get_elapsed_time(start, end) >= 50.0
+        runtime.hold(0.05)
+        behind = runtime.Event()
+        behind.record(stream)
+        stream.synchronize()
+        assert behind.done

@@ -231,5 +231,6 @@ def test_autotuning_a_layout_trial_times_it_again(cp):
     trial = layout_trial.LayoutTrial(candidates, lambda problem: next(plans))
     for _ in range(12):
         trial.execute((None, None), allocate(GpuBackend(), trial.output), Scalars(), None)
+    cp.cuda.get_current_stream().synchronize()  # the last round's end event done
     assert " kept " in trial.reason
     assert trial.autotune(2) and "timing 3 layouts" in trial.reason

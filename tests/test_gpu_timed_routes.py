@@ -32,6 +32,12 @@ def _timed_calls(variants: int = 2) -> int:
     return variants * (event_timing.WARM_UPS + event_timing.ROUNDS)
 
 
+def _last_round_done(cp: Any) -> None:
+    """Wait for the last timed round: its end event follows a hold kernel, and a timing
+    is read only once its end event has completed (on the emulation, at once)."""
+    cp.cuda.get_current_stream().synchronize()
+
+
 # A float sum's routes: cuTENSOR, CuPy's reduction kernel, gpu_tc's strided-sum kernel.
 SUM_ROUTES = 3
 
@@ -202,6 +208,7 @@ def test_user_errors_are_not_route_failures_and_use_up_no_timing(cp):
     assert "failed" not in plan.reason
     for _ in range(_timed_calls() - 2):
         plan.execute((None,), None, Scalars(), None)
+    _last_round_done(cp)
     assert " kept " in plan.reason  # the raising call took no timing round
 
 
@@ -213,6 +220,7 @@ def test_autotuning_times_the_routes_again_after_the_tuning_calls(cp):
     plan = TimedPlan([_SleepingPlan("tunable", 0.0, log), _SleepingPlan("plain", 0.0, log)])
     for _ in range(_timed_calls()):
         plan.execute((None,), None, Scalars(), None)
+    _last_round_done(cp)
     assert " kept " in plan.reason
     assert plan.autotune(5)
     assert "timing 2 routes" in plan.reason and "not yet" in plan.reason
@@ -221,6 +229,7 @@ def test_autotuning_times_the_routes_again_after_the_tuning_calls(cp):
     for _ in range(calls):
         plan.execute((None,), None, Scalars(), None)
     assert log.count("tunable") == event_timing.WARM_UPS + 5 + event_timing.ROUNDS
+    _last_round_done(cp)
     assert " kept " in plan.reason
 
 
@@ -324,24 +333,25 @@ def test_each_timed_round_is_hold_start_event_call_end_event_and_no_other_call(m
 
 
 def test_a_round_costs_the_host_time_where_longer_than_the_device_time(monkeypatch):
-    """Both variants take 2 ms on the device (as the events say); the first takes
-    20 ms to launch, so calls of it could not follow each other faster than that."""
+    """Both variants take 5 ms on the device (as the events say); the first takes
+    50 ms to launch, so calls of it could not follow each other faster than that. (The
+    quick one's host time stays under 5 ms unless the host stalls in two of its rounds.)"""
     from gpu_tc.cuda import event_timing
     from gpu_tc.cuda.timed_plan import TimedPlan
 
-    monkeypatch.setattr(event_timing.cupy.cuda, "get_elapsed_time", lambda start, end: 2.0)
+    monkeypatch.setattr(event_timing.cupy.cuda, "get_elapsed_time", lambda start, end: 5.0)
     log: list[str] = []
-    plan = TimedPlan([_SleepingPlan("slow-launch", 0.02, log), _SleepingPlan("quick", 0.0, log)])
+    plan = TimedPlan([_SleepingPlan("slow-launch", 0.05, log), _SleepingPlan("quick", 0.0, log)])
     for _ in range(_timed_calls()):
         plan.execute((None,), None, Scalars(), None)
     assert plan.route == "quick", plan.reason
-    assert "quick 2 ms" in plan.reason
+    assert "quick 5 ms" in plan.reason
 
 
 @pytest.mark.parametrize("own_stream", [False, True])
 def test_the_hold_kernel_keeps_the_stream_busy(cp, own_stream):
-    """On a GPU the events around it are HOLD_NS apart at least, on the current stream
-    whichever it is; the emulation runs every call at once, so there it only launches."""
+    """The events around it are HOLD_NS apart at least, on the current stream whichever
+    it is (the emulation queues the hold as the one thing that takes device time)."""
     import contextlib
 
     from gpu_double.raw_kernels import RAW_LAUNCHES
@@ -360,8 +370,7 @@ def test_the_hold_kernel_keeps_the_stream_busy(cp, own_stream):
     assert not event_timing.HOLD.off, event_timing.HOLD.why
     if GPU_EMULATED:
         assert RAW_LAUNCHES[launched:] == ["gpu_tc_hold"]
-    else:
-        assert cp.cuda.get_elapsed_time(start, end) >= event_timing.HOLD_NS / 1e6
+    assert cp.cuda.get_elapsed_time(start, end) >= event_timing.HOLD_NS / 1e6
 
 
 def test_a_hold_kernel_that_cannot_be_built_is_left_off_and_the_reason_says_so(monkeypatch):

@@ -164,15 +164,18 @@ class ndarray:  # noqa: N801 - CuPy's name
 
     def get(self, stream: Any = None, order: str = "C", out: Any = None,
             blocking: bool = True) -> np.ndarray:
+        runtime.wait_for_device()  # a copy to the host follows the work queued before
         if out is not None:
             out[...] = self._a
             return out
         return np.array(self._a, order=order, copy=True)
 
     def item(self) -> Any:
+        runtime.wait_for_device()
         return self._a.item()
 
     def tolist(self) -> Any:
+        runtime.wait_for_device()
         return self._a.tolist()
 
     def __float__(self) -> float:

@@ -22,11 +22,12 @@ RAW_LAUNCHES: list[str] = []
 
 
 def _hold(args: tuple[Any, ...]) -> None:
-    """gpu_tc_hold(unsigned long long ns): spins on the device for ``ns``; every call has
-    run when it returns here, so there is nothing to hold up."""
+    """gpu_tc_hold(unsigned long long ns): spins on the device for ``ns`` once the work
+    before it is done, so events recorded behind it complete ``ns`` later."""
     (ns,) = args
     if type(ns) is not np.uint64:
         raise TypeError("gpu_tc_hold: its one argument is an unsigned long long")
+    runtime.hold(int(ns) * 1e-9)
 
 
 def _strided_sum(dtype: type) -> Callable[[tuple[Any, ...]], None]:

@@ -74,7 +74,9 @@ class Device:
         set_current_device(self.id)
 
     def synchronize(self) -> None:
-        """Nothing is queued: every call ran when it was made."""
+        """Block until every stream of this device is idle."""
+        with self:
+            wait_for_device()
 
     @property
     def compute_capability(self) -> str:
@@ -150,11 +152,12 @@ class Stream:
         return self
 
     def synchronize(self) -> None:
-        """Nothing is queued: every call ran when it was made."""
+        """Block until the work queued on this stream (a hold at most) completes."""
+        _wait_until(_busy_end(self))
 
     @property
     def done(self) -> bool:
-        return True
+        return device_clock() >= _busy_end(self)
 
     def is_capturing(self) -> bool:
         """No CUDA graph is ever captured here."""
@@ -172,9 +175,48 @@ def device_clock() -> float:
     return time.perf_counter()
 
 
+# The one thing ever queued here: a hold (gpu_tc's hold kernel, which spins on the
+# device's clock) keeps its stream busy until a time on the device clock; what is
+# recorded behind it completes then. (stream pointer, device) -> device-clock seconds.
+_busy_until: dict[tuple[int, int], float] = {}
+
+
+def _stream_key(stream: Stream | None) -> tuple[int, int]:
+    stream = get_current_stream() if stream is None else stream
+    return stream.ptr, current_device() if stream.device_id == -1 else stream.device_id
+
+
+def hold(seconds: float) -> None:
+    """Keep the current stream busy for ``seconds`` after what it holds already."""
+    key = _stream_key(None)
+    with _streams_lock:
+        _busy_until[key] = max(device_clock(), _busy_until.get(key, 0.0)) + seconds
+
+
+def _busy_end(stream: Stream | None) -> float:
+    """When the work queued on ``stream`` completes on the device clock."""
+    with _streams_lock:
+        return _busy_until.get(_stream_key(stream), 0.0)
+
+
+def _wait_until(moment: float) -> None:
+    while device_clock() < moment:
+        time.sleep(max(moment - device_clock(), 0.0))
+
+
+def wait_for_device() -> None:
+    """Block until every stream of the current device is idle (a synchronize, or a copy
+    to the host, which the legacy default stream orders after all other work)."""
+    device = current_device()
+    with _streams_lock:
+        ends = [end for (_, d), end in _busy_until.items() if d == device]
+    _wait_until(max(ends, default=0.0))
+
+
 class Event:
-    """``cupy.cuda.Event``: ``record`` stamps the device clock (nothing is queued, so a
-    recorded event is done at once); ``get_elapsed_time`` reads two stamps."""
+    """``cupy.cuda.Event``: ``record`` stamps the device clock when the work queued
+    before it on the stream completes (at once, unless a hold is queued); it is done
+    from then on; ``get_elapsed_time`` reads two stamps."""
 
     def __init__(self, block: bool = False, disable_timing: bool = False,
                  interprocess: bool = False) -> None:
@@ -182,14 +224,16 @@ class Event:
         self.stamp: float | None = None
 
     def record(self, stream: Stream | None = None) -> None:
-        self.stamp = device_clock()
+        self.stamp = max(device_clock(), _busy_end(stream))
 
     @property
     def done(self) -> bool:
-        return True
+        return self.stamp is None or device_clock() >= self.stamp
 
     def synchronize(self) -> None:
-        """Nothing is queued."""
+        """Block until the work recorded before this event completes."""
+        if self.stamp is not None:
+            _wait_until(self.stamp)
 
 
 def get_elapsed_time(start_event: Event, end_event: Event) -> float:
