@@ -173,7 +173,7 @@ class CpuBackend:
             plans += gathered_plans(problem, lowered[0], budget)
         if len(plans) == 1:
             return plans[0]
-        return MeasuredPlan(plans, key=f"contraction {problem!r}")
+        return MeasuredPlan(plans, key=f"contraction {problem!r}", d=problem.d)
 
     def permutation_plan(self, problem: PermutationProblem, options: Options) -> CpuPermutationPlan:
         """A strided copy into B's layout."""
@@ -195,8 +195,10 @@ class CpuBackend:
         # OpenMP's threads start as the choice: they keep NumPy's bits and wake faster
         # after a pause; the pool's split must beat them by the margin to be kept.
         if plan.threaded:
-            return MeasuredPlan([*pairwise, plan, *strided], key=f"reduction {problem!r}")
-        return MeasuredPlan([plan, *strided, *pairwise], key=f"reduction {problem!r}")
+            return MeasuredPlan([*pairwise, plan, *strided], key=f"reduction {problem!r}",
+                                d=problem.d)
+        return MeasuredPlan([plan, *strided, *pairwise], key=f"reduction {problem!r}",
+                            d=problem.d)
 
     def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> CpuElementwisePlan:
         """NumPy ufuncs on broadcast views."""

@@ -45,9 +45,14 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from gpu_tc.backend import PlanDefaults, PrimitivePlan, Scalars
+import numpy as np
+
+from gpu_tc.backend import UNSCALED, PlanDefaults, PrimitivePlan, Scalars
+from gpu_tc.problem import TensorSpec
+from gpu_tc.run import dense_allocation
 
 from . import decisions
+from .pool import HOST_POOL
 
 # Below this many flops a contraction takes well under a millisecond: its variants are
 # not worth timing (the rule's pick runs).
@@ -279,6 +284,12 @@ def timed_run(choice: Choice, plans: Sequence[PrimitivePlan], inputs: Any, out: 
               scalars: Scalars, addend: Any, allowed: Sequence[int] | None = None) -> None:
     """Run the variant ``choice`` picks (among ``allowed``) and report its time."""
     variant, timed = choice.next(allowed)
+    _run_variant(choice, plans, variant, timed, inputs, out, scalars, addend)
+
+
+def _run_variant(choice: Choice, plans: Sequence[PrimitivePlan], variant: int, timed: bool,
+                 inputs: Any, out: Any, scalars: Scalars, addend: Any) -> None:
+    """Run ``variant``, as :meth:`Choice.next` said, and report its time."""
     start = time.perf_counter()
     plans[variant].execute(inputs, out, scalars, addend)
     end = time.perf_counter()
@@ -310,12 +321,14 @@ class MeasuredPlan(PlanDefaults):
     :class:`Choice`: its route and reason are the chosen plan's, plus the timings.
     ``key``: the problem as plain text, to keep decisions across processes."""
 
-    def __init__(self, plans: Sequence[PrimitivePlan], key: str | None = None) -> None:
+    def __init__(self, plans: Sequence[PrimitivePlan], key: str | None = None,
+                 d: TensorSpec | None = None) -> None:
         self.plans = tuple(plans)
         self.choice = Choice(variant_names(self.plans), choice_key(key, self.plans),
                              engines(self.plans))
         # The most any of the plans takes: each runs while they are timed.
         self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)
+        self.fresh = None if d is None else _fresh_call(self.choice, self.plans, d)
 
     @property
     def route(self) -> str:
@@ -333,3 +346,32 @@ class MeasuredPlan(PlanDefaults):
     def execute(self, inputs: Sequence[Any], out: Any, scalars: Scalars, addend: Any) -> None:
         """Write the result with the plan the choice picks."""
         timed_run(self.choice, self.plans, inputs, out, scalars, addend)
+
+
+def _fresh_call(choice: Choice, plans: Sequence[PrimitivePlan], d: TensorSpec) -> Any:
+    """``f(*inputs)`` returning a new result laid out as ``d`` (the warm path of a call
+    into a new result): the chosen plan's own fresh call where it has one and the call
+    is not timed, else the variant the choice picks into a new array; None where no
+    plan has a fresh call or ``d`` has gaps."""
+    calls = [plan.fresh for plan in plans]
+    dense = dense_allocation(d)
+    if dense is None or not any(calls):
+        return None
+    extents, axes = dense
+    dtype = str(np.dtype(d.dtype))
+
+    def fresh(*inputs: Any) -> Any:
+        variant, timed = choice.next()
+        call = calls[variant]
+        if call is not None and not timed:
+            result = call(*inputs)
+            engine = choice.engines[variant]
+            _spinning[engine] = time.perf_counter() + SPIN_SECONDS[engine]
+            return result
+        out = HOST_POOL.empty(extents, dtype)
+        if axes is not None:
+            out = out.transpose(axes)
+        _run_variant(choice, plans, variant, timed, inputs, out, UNSCALED, None)
+        return out
+
+    return fresh

@@ -288,6 +288,80 @@ def test_a_measured_plan_times_its_own_kernels_first_and_marks_blas_spinning(mon
     assert blas.calls == 1 and measure._spinning["blas"] == clock[0] + SPIN_SECONDS["blas"]
 
 
+class _FreshPlan(_Plan):
+    """Writes its value into ``out``; its own fresh call (if ``own``) returns it in a new
+    array and counts as a fresh call."""
+
+    def __init__(self, route: str, seconds: float, clock: list[float], value: float,
+                 own: bool) -> None:
+        super().__init__(route, seconds, clock)
+        self.value, self.fresh_calls = value, 0
+        self.fresh = self._fresh if own else None
+
+    def execute(self, inputs, out, scalars, addend):
+        super().execute(inputs, out, scalars, addend)
+        out[...] = self.value
+
+    def _fresh(self, *inputs):
+        self.fresh_calls += 1
+        self.clock[0] += self.seconds
+        return np.full((2, 3), self.value, order="F")  # laid out as D, as fresh calls are
+
+
+def test_a_measured_plan_s_fresh_call_runs_the_chosen_plan_s_once_settled(monkeypatch):
+    """While measured, every call (lead-ins and timed ones) runs a variant into a new
+    array laid out as D (here Fortran order: D's strides), timed as execute() would be;
+    once settled, the chosen plan's own fresh call runs, still counted towards the
+    re-check, and its engine marked spinning."""
+    from gpu_tc.problem import TensorSpec
+
+    clock = [0.0]
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+    slow = _FreshPlan("blas:packed", 0.004, clock, 1.0, own=False)
+    fast = _FreshPlan("small-k:gathered", 0.001, clock, 2.0, own=True)
+    d = TensorSpec("ab", (2, 3), (1, 2), "float64")
+    plan = MeasuredPlan([slow, fast], d=d)
+    results = []
+    while not plan.choice.settled and len(results) < 100:
+        results.append(plan.fresh())
+    assert all(r.shape == (2, 3) and r.strides == (8, 16) for r in results)
+    # The fast plan's lead-in (untimed) is its own fresh call, its timed calls execute();
+    # the slow one's lead-ins (longer while the fast one's threads spin) execute() too.
+    assert (fast.fresh_calls, fast.calls) == (1, SAMPLES) and slow.calls >= RUN
+    assert sorted(float(r[0, 0]) for r in results) == [1.0] * slow.calls + [2.0] * RUN
+    assert plan.route == "small-k:gathered" and "measured: small-k:gathered kept" in plan.reason
+    measure._spinning.clear()
+    assert np.array_equal(plan.fresh(), np.full((2, 3), 2.0))
+    assert fast.fresh_calls == 2 and measure._spinning == {
+        "openmp": clock[0] + SPIN_SECONDS["openmp"]}
+    calls_before = plan.choice._calls
+    plan.fresh()
+    assert plan.choice._calls == calls_before + 1  # towards the re-check
+
+
+def test_a_measured_plan_has_no_fresh_call_where_no_variant_has_one(monkeypatch):
+    from gpu_tc.problem import TensorSpec
+
+    clock = [0.0]
+    d = TensorSpec("ab", (2, 3), (3, 1), "float64")
+    plans = [_FreshPlan(r, 0.001, clock, 1.0, own=False) for r in ("blas:packed", "x")]
+    assert MeasuredPlan(plans, d=d).fresh is None
+    assert MeasuredPlan([_FreshPlan("x", 0.001, clock, 1.0, own=True)] * 2).fresh is None
+
+
+def test_a_large_trace_takes_the_warm_fresh_path_and_is_numpy_s(rng):
+    """A 2048^2 trace: its sums are measured (one thread against OpenMP's); every call,
+    measured or settled, returns numpy.trace's value as a NumPy scalar."""
+    a = rng.standard_normal((2048, 2048))
+    plan = gpu_tc.prepare("ii->", a)
+    assert plan._plan.fast is not None
+    for _ in range(3 * TWO):
+        value = gpu_tc.einsum("ii->", a)
+        assert isinstance(value, np.float64)
+        np.testing.assert_allclose(value, np.trace(a), rtol=1e-13)
+    assert "measur" in gpu_tc.prepare("ii->", a).reason
+
+
 HALF_TCCG_3 = ("aebd,ce->dcba", {"a": 36, "b": 36, "c": 12, "d": 36, "e": 36})
 
 
