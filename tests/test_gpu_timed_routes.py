@@ -115,11 +115,75 @@ def test_float_sums_time_cutensor_cupy_and_the_strided_kernel_and_every_result_i
     plan = gpu_tc.prepare(subscripts, a)
     assert plan.route == "cutensor" and "routes timing 3 routes" in plan.reason
     assert "cutensor not yet, cupy not yet, kernel not yet" in plan.reason
+    assert plan._plan.fast is not None  # einsum's warm calls: the timed plan's fresh call
     for _ in range(_timed_calls(SUM_ROUTES) + 2):
         assert_close(gpu_tc.einsum(subscripts, a), expected, "d")
         assert_close(plan.execute(a), expected, "d")
     assert " kept (CUDA events" in plan.reason
     assert plan.route in ("cutensor", "cupy", "kernel")
+
+
+class _FreshPlan:
+    """Writes ``value`` into D (``seconds`` apart on the host); its own new-result call
+    returns it in a new array, or raises the library's refusal where ``refuse``."""
+
+    temporary_bytes = 0
+
+    def __init__(self, route: str, value: float, seconds: float, log: list[str],
+                 refuse: bool = False) -> None:
+        self.route, self.reason = route, f"{route} reason"
+        self.value, self.seconds, self.log, self.refuse = value, seconds, log, refuse
+
+    def execute(self, inputs: Any, d: Any, scalars: Scalars, c: Any) -> None:
+        self.log.append(f"{self.route} execute")
+        time.sleep(self.seconds)
+        d.fill(self.value)
+
+    def fresh(self, *inputs: Any) -> Any:
+        import cupy
+
+        self.log.append(f"{self.route} fresh")
+        if self.refuse:
+            raise gpu_tc.BackendError(f"{self.route}: refused")
+        return cupy.full((2, 3), self.value, order="F")
+
+
+def _fresh_timed_plan(refuse: bool) -> tuple[Any, list[str]]:
+    from gpu_tc.cuda.timed_plan import TimedPlan
+    from gpu_tc.problem import TensorSpec
+
+    log: list[str] = []
+    d = TensorSpec("ab", (2, 3), (1, 2), "float64")  # Fortran order
+    plans = [_FreshPlan("slow", 1.0, 0.005, log), _FreshPlan("quick", 2.0, 0.0, log, refuse)]
+    return TimedPlan(plans, d), log
+
+
+def test_a_timed_plan_s_warm_calls_run_the_chosen_plan_s_own_new_result_call(cp):
+    """While timing, a call into a new result runs the routes in turn into new arrays
+    laid out as D; once one is chosen, its own new-result call runs."""
+    plan, log = _fresh_timed_plan(refuse=False)
+    results = [plan.fresh() for _ in range(_timed_calls())]
+    assert all(r.strides == (8, 16) for r in results)
+    assert sorted(float(r[0, 0]) for r in results) == [1.0] * 4 + [2.0] * 4
+    assert log == ["slow execute", "quick execute"] * 4
+    _last_round_done(cp)
+    log.clear()
+    assert_close(plan.fresh(), np.full((2, 3), 2.0), "d")
+    assert log == ["quick fresh"] and plan.route == "quick"
+
+
+def test_a_chosen_route_whose_new_result_call_is_refused_leaves_the_call_to_the_next(cp):
+    plan, log = _fresh_timed_plan(refuse=True)
+    for _ in range(_timed_calls()):
+        plan.fresh()
+    _last_round_done(cp)
+    log.clear()
+    assert_close(plan.fresh(), np.full((2, 3), 1.0), "d")
+    assert log == ["quick fresh", "slow execute"]
+    assert plan.route == "slow" and "quick failed" in plan.reason
+    log.clear()
+    plan.fresh()
+    assert log == ["slow fresh"]
 
 
 def test_small_reductions_stay_on_cutensor_untimed(cp, rng):

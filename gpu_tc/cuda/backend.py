@@ -222,14 +222,14 @@ class GpuBackend:
                             problem, options, device, "timed against cuBLAS")
                     except VARIANT_FAILURES:  # e.g. no workspace within memory_limit
                         return gemm
-                    return TimedPlan((gemm, rival))
+                    return TimedPlan((gemm, rival), problem.d)
                 why = f"cuBLAS could not be loaded ({blas.error}): {blas.fix}"
         plans, _ = _cutensor_plans()
         tensor = plans.CutensorContractionPlan(problem, options, device, why)
         staged = None
         if options.allow_cublas and problem.flops >= MIN_FLOPS and libraries.cublas().loaded:
             staged = self._staged_gemm(problem, options, device)
-        return tensor if staged is None else TimedPlan((tensor, staged))
+        return tensor if staged is None else TimedPlan((tensor, staged), problem.d)
 
     def _staged_gemm(self, problem: ContractionProblem, options: Options, device: int) -> Any:
         """cuBLAS on copies of A and/or B (:func:`.gemm_route.staged_gemm`), or None where
@@ -282,7 +282,7 @@ class GpuBackend:
         if strided_sum.applies(problem):  # no temporaries
             with contextlib.suppress(BackendError):  # not built here: not a route
                 rivals.append(strided_sum.StridedSumPlan(problem, cupy.cuda.runtime.getDevice()))
-        return TimedPlan((reduction, *rivals)) if rivals else reduction
+        return TimedPlan((reduction, *rivals), problem.d) if rivals else reduction
 
     def elementwise_plan(self, problem: ElementwiseProblem, options: Options) -> Any:
         """A cuTENSOR element-wise binary or trinary operation (CuPy's ufuncs for

@@ -29,7 +29,7 @@ from gpu_tc.problem import (
     TensorSpec,
 )
 
-from .operands import check_device
+from .operands import check_device, new_result_call
 
 INTEGRAL = "cuTENSOR has no integer or bool arithmetic: CuPy's own kernels"
 
@@ -172,6 +172,7 @@ class CupyReductionPlan(_CupyPlan):
         self._d_as_a = tuple(d.labels.index(x) for x in a.labels if x in d.labels)
         self._op = problem.op_a
         self._method, self._dtype = _REDUCTIONS[problem.op_reduce, d.dtype == "?"], d.dtype
+        self.fresh = new_result_call(self, d)
         # op(A) whole (none for IDENTITY), the folded result, and alpha times it.
         applied = 0 if self._op is UnaryOp.IDENTITY else _bytes(a)
         self.temporary_bytes = applied + 2 * _bytes(d)

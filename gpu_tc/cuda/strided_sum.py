@@ -27,7 +27,7 @@ from gpu_tc.errors import BackendError
 from gpu_tc.options import ReduceOp, UnaryOp
 from gpu_tc.problem import ReductionProblem
 
-from .operands import check_device
+from .operands import check_device, new_result_call
 
 # Threads of a block: the least power of two, at least a warp, that gives each thread
 # one summed element, at most MAX_THREADS (the shared array's length).
@@ -162,6 +162,7 @@ class StridedSumPlan(PlanDefaults):
             f"gpu_tc's strided-sum kernel ({self._n_out} element(s) of D, each a block of "
             f"{self._threads} threads summing {self._n_summed}), timed against cuTENSOR"
         )
+        self.fresh = new_result_call(self, d)
 
     def __repr__(self) -> str:
         return f"StridedSumPlan(route={self.route!r}, reason={self.reason!r})"
