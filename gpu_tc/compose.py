@@ -57,13 +57,13 @@ def primitive_plan(
 class _Prepared:
     """Per-call preparation of one operand: strided view, cast, early reduction."""
 
-    __slots__ = ("cast", "view", "start", "diagonal", "reduction", "extents")
+    __slots__ = ("cast", "view", "start", "diagonals", "reduction", "extents")
 
     def __init__(self, prep: OperandPrep, reduction: PrimitivePlan | None) -> None:
         self.cast = prep.cast
         self.view = prep.view
         self.start = prep.start
-        self.diagonal = prep.diagonal
+        self.diagonals = _diagonals(prep)
         self.reduction = reduction
         self.extents = prep.result.extents
 
@@ -72,8 +72,8 @@ class _Prepared:
         return not self.cast and self.view is None and self.reduction is None
 
     def __call__(self, backend: Backend, x: Any, dtype: str) -> Any:
-        if self.diagonal:
-            x = x.diagonal()
+        if self.diagonals is not None:
+            x = self.diagonals(x)
         elif self.view is not None:
             x = backend.view(x, self.view, start=self.start)
         if self.cast:
@@ -85,6 +85,23 @@ class _Prepared:
         return x
 
 
+def _diagonals(prep: OperandPrep) -> Any:
+    """``f(x)``: the view ``prep`` takes of ``x`` by the array's own ``diagonal()`` calls
+    and a transpose, where they give it; else None."""
+    calls, order = prep.diagonals, prep.order
+    if not calls:
+        return None
+    if calls == ((0, 1),) and order is None:
+        return lambda x: x.diagonal()
+
+    def take(x: Any) -> Any:
+        for first, second in calls:
+            x = x.diagonal(0, first, second)
+        return x if order is None else x.transpose(order)
+
+    return take
+
+
 def _viewed(backend: Backend, prep: OperandPrep, fresh: Any) -> Any:
     """``fresh`` applied to the view ``prep`` takes of its operand (a diagonal: a trace)."""
     view, start = prep.view, prep.start
@@ -92,8 +109,11 @@ def _viewed(backend: Backend, prep: OperandPrep, fresh: Any) -> Any:
         return None
     if view is None:
         return fresh
-    if prep.diagonal:
-        return lambda x: fresh(x.diagonal())
+    diagonals = _diagonals(prep)
+    if diagonals is not None:
+        if prep.diagonals == ((0, 1),) and prep.order is None:
+            return lambda x: fresh(x.diagonal())
+        return lambda x: fresh(diagonals(x))
     return lambda x: fresh(backend.view(x, view, start=start))
 
 

@@ -47,8 +47,11 @@ class OperandPrep:
         reduction: Sum away the labels no other operand or the output needs.
         start: The index, in the operand, of the view's first element (a trace's
             diagonal off the main one); () for its first element.
-        diagonal: The view is the main diagonal of a 2-D operand, which the array's
-            own ``diagonal()`` gives in a tenth of a microsecond (a warm small trace).
+        diagonals: Where the view is main diagonals: the ``diagonal(0, axis1, axis2)``
+            calls that give it, then a transpose by ``order`` (None: none). The array's
+            own ``diagonal()`` takes a tenth of a microsecond, a view built from
+            strides ten times that (a warm small partial trace).
+        order: See ``diagonals``.
     """
 
     view: TensorSpec | None
@@ -56,7 +59,8 @@ class OperandPrep:
     spec: TensorSpec
     reduction: ReductionProblem | None
     start: tuple[int, ...] = ()
-    diagonal: bool = False
+    diagonals: tuple[tuple[int, int], ...] = ()
+    order: tuple[int, ...] | None = None
 
     @property
     def result(self) -> TensorSpec:
@@ -177,17 +181,48 @@ def prepare_operand(
     """
     spec = operand_spec(term, layout, extents)
     view = spec if spec.labels != term or spec.strides != layout.strides else None
-    return _cast_after(view, spec, dtype, diagonal=len(term) == 2 and term[0] == term[1])
+    return _cast_after(view, spec, dtype, diagonals=diagonal_calls(term, layout, spec))
+
+
+def diagonal_calls(term: str, layout: OperandLayout, view: TensorSpec
+                   ) -> tuple[tuple[tuple[int, int], ...], tuple[int, ...] | None]:
+    """The ``diagonal(0, axis1, axis2)`` calls, then the transpose (None: none), that
+    take the view ``view`` of the operand with ``term`` and ``layout``: each folds the
+    first two axes of a repeated label into one, last (NumPy's and CuPy's rule). ((),
+    None) where the view is more than diagonals (a broadcast axis dropped)."""
+    labels, extents, strides = list(term), list(layout.shape), list(layout.strides)
+    calls: list[tuple[int, int]] = []
+    while (repeated := next((x for x in labels if labels.count(x) > 1), None)) is not None:
+        first = labels.index(repeated)
+        second = labels.index(repeated, first + 1)
+        calls.append((first, second))
+        kept = [i for i in range(len(labels)) if i not in (first, second)]
+        extent = min(extents[first], extents[second])
+        stride = strides[first] + strides[second]
+        labels = [labels[i] for i in kept] + [repeated]
+        extents = [extents[i] for i in kept] + [extent]
+        strides = [strides[i] for i in kept] + [stride]
+    if not calls or sorted(labels) != sorted(view.labels):
+        return (), None
+    order = tuple(labels.index(x) for x in view.labels)
+    if (tuple(extents[i] for i in order), tuple(strides[i] for i in order)) != (
+            view.extents, view.strides):
+        return (), None
+    return tuple(calls), None if order == tuple(range(len(order))) else order
 
 
 def _cast_after(view: TensorSpec | None, spec: TensorSpec, dtype: str,
-                start: tuple[int, ...] = (), diagonal: bool = False) -> OperandPrep:
-    """The preparation that takes ``view`` (laid out as ``spec``), then casts it into
-    ``dtype`` where that differs (``diagonal``: the view is a 2-D operand's main one)."""
+                start: tuple[int, ...] = (),
+                diagonals: tuple[tuple[tuple[int, int], ...], tuple[int, ...] | None] = ((), None)
+                ) -> OperandPrep:
+    """The preparation that takes ``view`` (laid out as ``spec``; ``diagonals``: the
+    diagonal calls and transpose that take it, if any), then casts it into ``dtype``
+    where that differs."""
+    calls, order = diagonals
     if spec.dtype == dtype:
-        return OperandPrep(view, False, spec, None, start, diagonal)
+        return OperandPrep(view, False, spec, None, start, calls, order)
     return OperandPrep(view, True, contiguous_spec(spec.labels, spec.extents, dtype), None,
-                       start, diagonal)
+                       start, calls, order)
 
 
 def reduce_unneeded(prep: OperandPrep, needed: str) -> OperandPrep:
@@ -353,8 +388,8 @@ def trace_program(
     strides = [layout.strides[i] for i in kept] + [sum(layout.strides[i] for i in axes)]
     diagonal = OperandLayout(tuple(extents[x] for x in labels), tuple(strides), layout.dtype)
     view = operand_spec(labels, diagonal, extents)
-    prep = _cast_after(view, view, dtype, tuple(start) if any(start) else (),
-                       diagonal=ndim == 2 and offset == 0)
+    calls = (((axes[0], axes[1]),), None) if offset == 0 else ((), None)
+    prep = _cast_after(view, view, dtype, tuple(start) if any(start) else (), calls)
     spec = prep.spec
     output = output_for(labels[:-1], spec.extents[:-1])
     return StageProgram(ReductionProblem(spec, output), (prep,))

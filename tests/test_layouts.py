@@ -112,6 +112,10 @@ LAYOUT_EXPRESSIONS = [
     pytest.param("ijk->j", [(4, 5, 6)], id="reduce"),
     pytest.param("ii->i", [(5, 5)], id="diagonal"),
     pytest.param("iji->j", [(4, 5, 4)], id="trace"),
+    pytest.param("bii->b", [(3, 4, 4)], id="batched-trace"),
+    pytest.param("ijkj->ki", [(3, 4, 5, 4)], id="partial-trace-transposed"),
+    pytest.param("iijj->", [(3, 3, 4, 4)], id="double-trace"),
+    pytest.param("iiji->ij", [(3, 3, 4, 3)], id="triple-diagonal"),
     pytest.param("ab,bc,cd->da", [(3, 4), (4, 5), (5, 6)], id="chain"),
 ]
 
@@ -315,6 +319,34 @@ def test_diagonals_and_reductions_do_not_copy(subscripts, shape, rng):
     for x in (a, swapped):
         check_einsum(subscripts, x)
         assert peak_bytes(lambda x=x: gpu_tc.einsum(subscripts, x)) < a.nbytes // 8
+
+
+@pytest.mark.parametrize("term, shape, strides, calls, order", [
+    ("ii", (4, 4), (4, 1), ((0, 1),), None),
+    ("bii", (3, 4, 4), (16, 4, 1), ((1, 2),), None),
+    ("ijkj", (2, 4, 5, 4), (80, 20, 4, 1), ((1, 3),), (0, 2, 1)),  # 'j' first: 'ijk'
+    ("iijj", (3, 3, 4, 4), (48, 16, 4, 1), ((0, 1), (0, 1)), None),
+    ("iii", (3, 3, 3), (1, 3, 9), ((0, 1), (0, 1)), None),
+    ("iji", (4, 1, 4), (4, 4, 1), (), None),  # a broadcast 'j' dropped: not diagonals
+    ("ij", (4, 5), (5, 1), (), None),
+])
+def test_diagonal_calls_take_exactly_the_operand_s_view(term, shape, strides, calls, order):
+    """The diagonal() calls and transpose a prepared operand runs in place of a view
+    built from strides give that view (extents and strides), or are not used."""
+    from gpu_tc.problem import OperandLayout, operand_spec
+    from gpu_tc.program import diagonal_calls
+
+    extents = {"i": shape[0], "j": 7, "k": 5, "b": 3}
+    extents.update({x: e for x, e in zip(term, shape) if e != 1})
+    layout = OperandLayout(shape, strides, "float64")
+    view = operand_spec(term, layout, extents)
+    assert diagonal_calls(term, layout, view) == (calls, order)
+    if calls:
+        x = np.lib.stride_tricks.as_strided(np.zeros(1000), shape, [8 * s for s in strides])
+        for first, second in calls:
+            x = x.diagonal(0, first, second)
+        x = x if order is None else x.transpose(order)
+        assert (x.shape, tuple(s // 8 for s in x.strides)) == (view.extents, view.strides)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "int8", "complex64"])
