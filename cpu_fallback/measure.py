@@ -350,9 +350,10 @@ class MeasuredPlan(PlanDefaults):
 
 def _fresh_call(choice: Choice, plans: Sequence[PrimitivePlan], d: TensorSpec) -> Any:
     """``f(*inputs)`` returning a new result laid out as ``d`` (the warm path of a call
-    into a new result): the chosen plan's own fresh call where it has one and the call
-    is not timed, else the variant the choice picks into a new array; None where no
-    plan has a fresh call or ``d`` has gaps."""
+    into a new result): where the call is not timed (settled, or a measurement's
+    lead-in), the picked variant's own fresh call where it has one; else that variant
+    into a new array, timed as execute() would be; None where no plan has a fresh call
+    or ``d`` has gaps."""
     calls = [plan.fresh for plan in plans]
     dense = dense_allocation(d)
     if dense is None or not any(calls):

@@ -136,9 +136,10 @@ def _chained(steps: Sequence[tuple[int, int, PrimitivePlan, Any]]) -> Any:
         return calls[0][2]
 
     def chained(*operands: Any) -> Any:
-        values = list(operands)
+        values: list[Any] = list(operands)
         for a, b, fresh in calls:
             values.append(fresh(values[a], values[b]))
+            values[a] = values[b] = None  # each intermediate freed once used, as in execute()
         return values[-1]
 
     return chained

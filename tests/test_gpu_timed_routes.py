@@ -123,67 +123,75 @@ def test_float_sums_time_cutensor_cupy_and_the_strided_kernel_and_every_result_i
     assert plan.route in ("cutensor", "cupy", "kernel")
 
 
-class _FreshPlan:
-    """Writes ``value`` into D (``seconds`` apart on the host); its own new-result call
-    returns it in a new array, or raises the library's refusal where ``refuse``."""
+class _RefusablePlan:
+    """Writes ``value`` into D (``seconds`` apart on the host); refuses in its library
+    (gpu_tc's BackendError) once ``refuse`` is set."""
 
     temporary_bytes = 0
 
-    def __init__(self, route: str, value: float, seconds: float, log: list[str],
-                 refuse: bool = False) -> None:
+    def __init__(self, route: str, value: float, seconds: float, log: list[str]) -> None:
         self.route, self.reason = route, f"{route} reason"
-        self.value, self.seconds, self.log, self.refuse = value, seconds, log, refuse
+        self.value, self.seconds, self.log, self.refuse = value, seconds, log, False
 
     def execute(self, inputs: Any, d: Any, scalars: Scalars, c: Any) -> None:
-        self.log.append(f"{self.route} execute")
+        self.log.append(self.route)
+        if self.refuse:
+            raise gpu_tc.BackendError(f"{self.route}: refused")
         time.sleep(self.seconds)
         d.fill(self.value)
 
-    def fresh(self, *inputs: Any) -> Any:
-        import cupy
 
-        self.log.append(f"{self.route} fresh")
-        if self.refuse:
-            raise gpu_tc.BackendError(f"{self.route}: refused")
-        return cupy.full((2, 3), self.value, order="F")
-
-
-def _fresh_timed_plan(refuse: bool) -> tuple[Any, list[str]]:
+def _settled_fresh_plan(cp: Any) -> tuple[Any, list[str]]:
+    """A timed plan of a slow and a quick route whose timings chose the quick one, and
+    the log of the routes' calls (cleared)."""
     from gpu_tc.cuda.timed_plan import TimedPlan
     from gpu_tc.problem import TensorSpec
 
     log: list[str] = []
     d = TensorSpec("ab", (2, 3), (1, 2), "float64")  # Fortran order
-    plans = [_FreshPlan("slow", 1.0, 0.005, log), _FreshPlan("quick", 2.0, 0.0, log, refuse)]
-    return TimedPlan(plans, d), log
-
-
-def test_a_timed_plan_s_warm_calls_run_the_chosen_plan_s_own_new_result_call(cp):
-    """While timing, a call into a new result runs the routes in turn into new arrays
-    laid out as D; once one is chosen, its own new-result call runs."""
-    plan, log = _fresh_timed_plan(refuse=False)
+    plan = TimedPlan([_RefusablePlan("slow", 1.0, 0.005, log),
+                      _RefusablePlan("quick", 2.0, 0.0, log)], d)
     results = [plan.fresh() for _ in range(_timed_calls())]
-    assert all(r.strides == (8, 16) for r in results)
+    assert all(r.strides == (8, 16) for r in results)  # new arrays laid out as D
     assert sorted(float(r[0, 0]) for r in results) == [1.0] * 4 + [2.0] * 4
-    assert log == ["slow execute", "quick execute"] * 4
     _last_round_done(cp)
+    assert plan.route == "quick" and " kept " in plan.reason
     log.clear()
-    assert_close(plan.fresh(), np.full((2, 3), 2.0), "d")
-    assert log == ["quick fresh"] and plan.route == "quick"
+    return plan, log
 
 
-def test_a_chosen_route_whose_new_result_call_is_refused_leaves_the_call_to_the_next(cp):
-    plan, log = _fresh_timed_plan(refuse=True)
-    for _ in range(_timed_calls()):
-        plan.fresh()
-    _last_round_done(cp)
-    log.clear()
+def test_a_timed_plan_s_warm_call_into_a_new_result_runs_the_chosen_route(cp):
+    plan, log = _settled_fresh_plan(cp)
+    got = plan.fresh()
+    assert got.strides == (8, 16) and log == ["quick"]
+    assert_close(got, np.full((2, 3), 2.0), "d")
+
+
+def test_a_chosen_route_refused_on_a_warm_call_leaves_the_call_to_the_next(cp):
+    plan, log = _settled_fresh_plan(cp)
+    plan.plans[1].refuse = True
     assert_close(plan.fresh(), np.full((2, 3), 1.0), "d")
-    assert log == ["quick fresh", "slow execute"]
+    assert log == ["quick", "slow"]
     assert plan.route == "slow" and "quick failed" in plan.reason
-    log.clear()
-    plan.fresh()
-    assert log == ["slow fresh"]
+
+
+def test_no_memory_for_a_warm_call_s_result_is_the_caller_s_and_keeps_the_route(
+        cp, monkeypatch):
+    """Out of memory allocating the new result is not the route's failure: it reaches
+    the caller, and the chosen route stays."""
+    from gpu_tc.cuda import operands
+
+    plan, log = _settled_fresh_plan(cp)
+
+    def no_memory(*args: Any, **kwargs: Any) -> Any:
+        raise MemoryError("out of memory allocating 48 bytes")
+
+    monkeypatch.setattr(operands.cupy, "empty", no_memory)
+    with pytest.raises(MemoryError):
+        plan.fresh()
+    monkeypatch.undo()
+    assert log == [] and plan.route == "quick" and "failed" not in plan.reason
+    assert_close(plan.fresh(), np.full((2, 3), 2.0), "d")
 
 
 def test_small_reductions_stay_on_cutensor_untimed(cp, rng):

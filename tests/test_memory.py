@@ -173,6 +173,29 @@ def test_predicted_peak_bounds_what_numpy_allocates():
             assert peak - result.nbytes <= plan.temporary_bytes + 8192 * 8 + 4096, (limit, peak)
 
 
+def test_a_warm_chain_into_a_new_result_frees_each_intermediate_once_used(monkeypatch):
+    """Five operands, four steps whose warm calls run one after another (the chain's
+    fast path): each intermediate is freed once the next step has read it, so the
+    peak stays under the limit the plan was made for, as execute() keeps it."""
+    from cpu_fallback.pool import HOST_POOL
+
+    monkeypatch.setattr(HOST_POOL, "limit", 0)  # nothing pooled: every byte counted
+    rng = np.random.default_rng(4)
+    n, k = 700, 8
+    ops = [rng.standard_normal(s) for s in ((n, k), (k, n), (n, n), (n, n), (n, 2))]
+    subscripts, limit = "ab,bc,cd,de,ef->af", 8_000_000
+    plan = gpu_tc.prepare(subscripts, *ops, optimize=["einsum_path", (0, 1), (0, 3), (0, 2),
+                                                      (0, 1)], options=Options(memory_limit=limit))
+    assert plan._plan.fast is not None and plan.temporary_bytes <= limit
+    for _ in range(40):  # through the measurements of the steps' routes, then settled
+        tracemalloc.start()
+        result = plan.execute(*ops)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak <= limit, peak
+    assert_close(result, np.einsum(subscripts, *ops, optimize=True), "d")
+
+
 def test_a_limit_no_route_meets_fails_before_any_work():
     rng = np.random.default_rng(2)
     a = rng.standard_normal((60, 50)).astype(np.float32)  # cast to float64: a copy

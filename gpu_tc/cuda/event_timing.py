@@ -211,20 +211,6 @@ class EventTimings:
         with self._lock:
             self._pending.append((index, start, end, host))
 
-    @property
-    def chosen(self) -> int | None:
-        """The variant chosen once every timing is in (read here where its last round's
-        end event has completed); None while timing."""
-        if self._chosen is None and self._pending:
-            with self._lock:
-                self._collect()
-        return self._chosen
-
-    def fail(self, index: int) -> None:
-        """Variant ``index`` failed in its library outside :meth:`execute` (a caller's
-        own call of it): out of the running."""
-        self._fail(index)
-
     def _fail(self, index: int) -> None:
         """Variant ``index`` failed in its library: out of the running."""
         with self._lock:

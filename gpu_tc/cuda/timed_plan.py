@@ -13,14 +13,13 @@ next.
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from gpu_tc.backend import PlanDefaults, PrimitivePlan, Scalars
 from gpu_tc.problem import TensorSpec
 
-from .event_timing import VARIANT_FAILURES, EventTimings
+from .event_timing import EventTimings
 from .operands import new_result_call
 
 
@@ -39,7 +38,9 @@ class TimedPlan(PlanDefaults):
         self._every = tuple(range(len(self.plans)))
         # The most any of the plans takes: each runs while they are timed.
         self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)
-        self.fresh = None if d is None else _fresh_call(self, d)
+        # A warm call into a new result: laid out at plan time, then execute(), whose
+        # timings run the chosen route (the next where it fails in its library).
+        self.fresh = None if d is None else new_result_call(self, d)
 
     @property
     def chosen(self) -> PrimitivePlan:
@@ -69,26 +70,3 @@ class TimedPlan(PlanDefaults):
         self._timings = self._timings.retuned(tuned, iterations)
         return any(tuned)
 
-
-def _fresh_call(plan: TimedPlan, d: TensorSpec) -> Callable[..., Any] | None:
-    """``f(*inputs)`` into a new result laid out as ``d``: once the timings chose, the
-    chosen plan's own new-result call where it has one (where that fails in its
-    library, the route is out and the call goes on as below); else ``plan`` run into a
-    new array (timed while timing). None where ``d`` has gaps. ``plan`` is held weakly."""
-    run_into_new = new_result_call(plan, d)
-    if run_into_new is None:
-        return None
-    calls = [p.fresh for p in plan.plans]
-    held: Callable[[], Any] = weakref.ref(plan)
-
-    def fresh(*inputs: Any) -> Any:
-        timings = held()._timings
-        chosen = timings.chosen
-        if chosen is not None and calls[chosen] is not None:
-            try:
-                return calls[chosen](*inputs)
-            except VARIANT_FAILURES:
-                timings.fail(chosen)
-        return run_into_new(*inputs)
-
-    return fresh

@@ -236,8 +236,12 @@ class ndarray:  # noqa: N801 - CuPy's name
         return self._view(self._a.swapaxes(axis1, axis2))
 
     def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> ndarray:
-        """CuPy's diagonal: a view, writable like every CuPy view (NumPy's is read-only)."""
+        """CuPy's diagonal: a view, writable like every CuPy view (NumPy's is read-only);
+        an empty diagonal is a new array, as CuPy's is."""
         found = self._a.diagonal(offset, axis1, axis2)
+        if found.shape[-1] == 0:
+            with runtime.Device(self._mem.device):
+                return ndarray(found.shape, self.dtype)
         index = [slice(None)] * self.ndim
         if found.size:  # the view starts at the diagonal's first element
             index[axis2] = slice(max(offset, 0), None)
