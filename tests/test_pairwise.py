@@ -76,3 +76,24 @@ def test_the_plan_runs_the_path_it_was_given(rng):
     expected = np.einsum("ab,bc,cd,de->ae", *operands)
     np.testing.assert_allclose(right_first.execute(*operands), expected)
     np.testing.assert_allclose(left_to_right.execute(*operands), expected)
+
+
+@pytest.mark.parametrize("path", [[(0, 1), (0, 1)], [(1, 2), (0, 1)], [(0, 2), (0, 1)]],
+                         ids=["left", "right", "outer"])
+@pytest.mark.parametrize("operands", [3, 4])
+def test_warm_chains_follow_every_path_into_a_new_result(rng, path, operands):
+    """A chain of small steps runs as one call of the steps' fast paths (three operands:
+    two steps without a list of intermediates), the right operands fed to each step,
+    cold and warm, as numpy."""
+    inputs = INPUTS[:operands]
+    output = "a" + inputs[-1][1]
+    path = path + [(0, 1)] * (operands - 3)
+    arrays = [rng.standard_normal((EXTENTS[t[0]], EXTENTS[t[1]])) for t in inputs]
+    subscripts = ",".join(inputs) + "->" + output
+    plan = gpu_tc.prepare(subscripts, *arrays, optimize=["einsum_path", *path])
+    assert plan._plan.fast is not None
+    expected = np.einsum(subscripts, *arrays)
+    for _ in range(3):
+        np.testing.assert_allclose(plan.execute(*arrays), expected)
+        np.testing.assert_allclose(gpu_tc.einsum(subscripts, *arrays,
+                                                 optimize=["einsum_path", *path]), expected)
