@@ -134,12 +134,12 @@ def _chained(steps: Sequence[tuple[int, int, PrimitivePlan, Any]]) -> Any:
         slots.append(count + len(calls) - 1)  # where the step's result will be
     if len(calls) == 1:
         return calls[0][2]
-    if len(calls) == 2:  # three operands, the commonest chain: no list to keep
-        (a, b, first), (c, d, second) = calls
+    if len(calls) == 2 and calls[1][1] == count:  # three operands (the commonest chain):
+        # the second step takes the operand left and the first step's result, in order
+        (a, b, first), (left, _, second) = calls
 
         def two_steps(*operands: Any) -> Any:
-            made = first(operands[a], operands[b])
-            return second(made if c == 3 else operands[c], made if d == 3 else operands[d])
+            return second(operands[left], first(operands[a], operands[b]))
 
         return two_steps
 
