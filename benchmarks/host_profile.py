@@ -1,7 +1,7 @@
 """Where a warm small call spends its host time: per-call time, then a profile.
 
 A GPU call of a few kilobytes costs what the host spends launching it (visit 6 on an
-H200: 18-26 us for gpu_tc's small calls, 20-25 for its traces, torch.einsum 14-15), and
+H200: gpu_tc's small calls 18-26 us, its traces 20-26 against torch.einsum's 14-22), and
 the emulation's costs are not CuPy's, so this runs where the GPU is. For each call
 below: the per-call host time of a loop of warm calls (no synchronisation inside it),
 beside torch.einsum's where torch is installed, then cProfile's functions by their own
