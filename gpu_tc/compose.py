@@ -111,8 +111,6 @@ def _viewed(backend: Backend, prep: OperandPrep, fresh: Any) -> Any:
         return fresh
     diagonals = _diagonals(prep)
     if diagonals is not None:
-        if prep.diagonals == ((0, 1),) and prep.order is None:
-            return lambda x: fresh(x.diagonal())
         return lambda x: fresh(diagonals(x))
     return lambda x: fresh(backend.view(x, view, start=start))
 

@@ -446,7 +446,7 @@ def test_the_hold_kernel_keeps_the_stream_busy(cp, own_stream):
 
 
 def test_a_hold_kernel_that_cannot_be_built_is_left_off_and_the_reason_says_so(monkeypatch):
-    from gpu_tc.cuda import event_timing
+    from gpu_tc.cuda import event_timing, raw_kernels
     from gpu_tc.cuda.timed_plan import TimedPlan
 
     class _Unbuildable:
@@ -457,6 +457,7 @@ def test_a_hold_kernel_that_cannot_be_built_is_left_off_and_the_reason_says_so(m
             raise PermissionError("~/.cupy/kernel_cache is read-only")
 
     hold = event_timing._Hold()
+    monkeypatch.setattr(raw_kernels, "_BUILT", {})  # not built before in this process
     monkeypatch.setattr(event_timing.cupy, "RawKernel", _Unbuildable)
     monkeypatch.setattr(event_timing, "HOLD", hold)
     hold()
@@ -471,7 +472,7 @@ def test_a_hold_kernel_that_cannot_be_built_is_left_off_and_the_reason_says_so(m
 
 def test_a_hold_kernel_launch_error_is_raised_not_hidden(monkeypatch):
     """A launch fails for a sticky error of earlier work: the call must say so."""
-    from gpu_tc.cuda import event_timing
+    from gpu_tc.cuda import event_timing, raw_kernels
 
     class _Broken:
         def __init__(self, code: str, name: str) -> None:
@@ -484,6 +485,7 @@ def test_a_hold_kernel_launch_error_is_raised_not_hidden(monkeypatch):
             raise RuntimeError("cudaErrorIllegalAddress")
 
     hold = event_timing._Hold()
+    monkeypatch.setattr(raw_kernels, "_BUILT", {})
     monkeypatch.setattr(event_timing.cupy, "RawKernel", _Broken)
     with pytest.raises(RuntimeError, match="IllegalAddress"):
         hold()
@@ -584,7 +586,7 @@ def test_sums_with_c_in_another_layout_than_d_are_right_on_every_route(cp, rng, 
 
 def test_a_strided_sum_kernel_that_cannot_be_built_is_left_out(cp, rng, monkeypatch):
     from gpu_tc.backend import backend_named
-    from gpu_tc.cuda import strided_sum
+    from gpu_tc.cuda import raw_kernels, strided_sum
     from gpu_tc.problem import ReductionProblem, contiguous_spec
 
     class _Unbuildable:
@@ -595,7 +597,7 @@ def test_a_strided_sum_kernel_that_cannot_be_built_is_left_out(cp, rng, monkeypa
             raise RuntimeError("libnvrtc.so: cannot open shared object file")
 
     monkeypatch.setattr(strided_sum.cupy, "RawKernel", _Unbuildable)
-    monkeypatch.setattr(strided_sum, "_BUILT", {})
+    monkeypatch.setattr(raw_kernels, "_BUILT", {})
     problem = ReductionProblem(contiguous_spec("abc", [16] * 3, "d"),
                                contiguous_spec("ac", [16] * 2, "d"))
     plan = backend_named("gpu").reduction_plan(problem, Options())
@@ -624,7 +626,7 @@ def test_the_strided_sum_source_gets_the_arguments_the_plan_passes(
     transposed D that is also C."""
     from cuda_simulation import launcher
 
-    from gpu_tc.cuda import event_timing, strided_sum
+    from gpu_tc.cuda import event_timing, raw_kernels, strided_sum
 
     library = simulation
     launches: list[str] = []
@@ -642,7 +644,7 @@ def test_the_strided_sum_source_gets_the_arguments_the_plan_passes(
         launch.compile = kernel.compile  # type: ignore[attr-defined]
         return launch
 
-    monkeypatch.setattr(strided_sum, "_BUILT", {})
+    monkeypatch.setattr(raw_kernels, "_BUILT", {})
     monkeypatch.setattr(strided_sum.cupy, "RawKernel", simulated)
     PLAN_CACHE.clear()  # plans timed by earlier tests have settled
     host = random_array(rng, shape, "d")

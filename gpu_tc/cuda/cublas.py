@@ -140,7 +140,6 @@ class StagedCublasPlan(PlanDefaults):
         self._gemm.execute(operands, d, scalars, c)
 
 
-
 def _dense(spec: TensorSpec) -> Any:
     """A new CuPy array laid out as ``spec`` (a dense layout: a staged operand)."""
     dense = dense_allocation(spec)

@@ -37,6 +37,8 @@ import numpy as np
 
 from gpu_tc.errors import BackendError
 
+from .raw_kernels import built
+
 WARM_UPS = 1
 ROUNDS = 3
 # Below this many flops a contraction takes a few microseconds, about what a launch
@@ -66,8 +68,6 @@ class _Hold:
     without it. A launch error (a sticky error of earlier work) is raised."""
 
     def __init__(self) -> None:
-        self._kernel: Any = None
-        self._built: set[int] = set()
         self.why = ""
 
     @property
@@ -80,19 +80,16 @@ class _Hold:
         before is done."""
         if self.why:
             return
-        device = cupy.cuda.runtime.getDevice()
-        if device not in self._built:
-            try:
-                if self._kernel is None:
-                    self._kernel = cupy.RawKernel(_HOLD_SOURCE, "gpu_tc_hold")
-                self._kernel.compile()  # NVRTC, the kernel cache, the module load
-            except Exception as err:  # noqa: BLE001 - any failure to build: no hold
-                self.why = f"{type(err).__name__}: {err}"
-                return
-            self._built.add(device)
-        self._kernel((1,), (1,), (np.uint64(HOLD_NS),))
+        try:
+            kernel = built(_HOLD_SOURCE, "gpu_tc_hold")
+        except BackendError as err:  # no hold: the reason names what stopped the build
+            cause = err.__cause__
+            self.why = f"{type(cause).__name__}: {cause}"
+            return
+        kernel((1,), (1,), _HOLD_ARGS)
 
 
+_HOLD_ARGS = (np.uint64(HOLD_NS),)
 HOLD = _Hold()
 
 

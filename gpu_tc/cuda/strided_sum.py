@@ -23,11 +23,11 @@ import cupy
 import numpy as np
 
 from gpu_tc.backend import PlanDefaults, Scalars
-from gpu_tc.errors import BackendError
 from gpu_tc.options import ReduceOp, UnaryOp
 from gpu_tc.problem import ReductionProblem
 
 from .operands import check_device, new_result_call
+from .raw_kernels import built
 
 # Threads of a block: the least power of two, at least a warp, that gives each thread
 # one summed element, at most MAX_THREADS (the shared array's length).
@@ -87,28 +87,6 @@ GPU_TC_STRIDED_SUM(double, gpu_tc_strided_sum_f8)
 """.replace("MAX_THREADS", str(MAX_THREADS))
 KERNELS = {"f": "gpu_tc_strided_sum_f4", "d": "gpu_tc_strided_sum_f8"}
 _SCALAR = {"f": np.float32, "d": np.float64}
-_BUILT: dict[tuple[str, int], Any] = {}  # (kernel name, device) -> compiled RawKernel
-
-
-def built(name: str) -> Any:
-    """The kernel ``name`` as a cupy.RawKernel, compiled for the current device (NVRTC,
-    CuPy's kernel cache, the module load) on first use.
-
-    Raises:
-        BackendError: it could not be built (no NVRTC, a kernel cache that cannot be
-            written, a refused compile): the timing then leaves it out.
-    """
-    device = cupy.cuda.runtime.getDevice()
-    kernel = _BUILT.get((name, device))
-    if kernel is None:
-        try:
-            kernel = cupy.RawKernel(SOURCE, name)
-            kernel.compile()
-        except Exception as err:  # noqa: BLE001 - any failure to build: not a route
-            raise BackendError(f"gpu_tc's {name} could not be built: "
-                               f"{type(err).__name__}: {err}") from err
-        _BUILT[name, device] = kernel
-    return kernel
 
 
 def applies(problem: ReductionProblem) -> bool:
@@ -142,7 +120,7 @@ class StridedSumPlan(PlanDefaults):
     strided-sum kernel (see the module), built when the plan is made.
 
     Raises:
-        BackendError: the kernel could not be built (see :func:`built`).
+        BackendError: the kernel could not be built (:func:`.raw_kernels.built`).
     """
 
     route = "kernel"
@@ -153,20 +131,19 @@ class StridedSumPlan(PlanDefaults):
         self.device = device
         self.context = f"reduction {a.labels}->{d.labels}"
         self._scalar = _SCALAR[a.dtype]
-        self._kept, self._summed = len(d.labels), len(problem.reduced)
-        self._blocks, self._threads, self._n_out, self._n_summed = launch_shape(problem)
+        blocks, threads, n_out, n_summed = launch_shape(problem)
         with cupy.cuda.Device(device):
-            self._kernel = built(KERNELS[a.dtype])
+            self._kernel = built(SOURCE, KERNELS[a.dtype])
             self._meta = cupy.asarray(layout_table(problem))
         self.reason = (
-            f"gpu_tc's strided-sum kernel ({self._n_out} element(s) of D, each a block of "
-            f"{self._threads} threads summing {self._n_summed}), timed against cuTENSOR"
+            f"gpu_tc's strided-sum kernel ({n_out} element(s) of D, each a block of "
+            f"{threads} threads summing {n_summed}), timed against cuTENSOR"
         )
         self.fresh = new_result_call(self, d)
         # What every launch passes alike, made once (a warm trace is tens of microseconds).
-        self._grid, self._block = (self._blocks,), (self._threads,)
-        self._shape = (np.int32(self._kept), np.int32(self._summed), np.int64(self._n_out),
-                       np.int64(self._n_summed))
+        self._grid, self._block = (blocks,), (threads,)
+        self._shape = (np.int32(len(d.labels)), np.int32(len(problem.reduced)),
+                       np.int64(n_out), np.int64(n_summed))
         self._unscaled = (self._scalar(1), self._scalar(0))
 
     def __repr__(self) -> str:
