@@ -6,6 +6,7 @@ emulation)."""
 from __future__ import annotations
 
 import importlib
+import re
 import time
 from typing import Any
 
@@ -406,8 +407,8 @@ def test_each_timed_round_is_hold_start_event_call_end_event_and_no_other_call(m
 
 def test_a_round_costs_the_host_time_where_longer_than_the_device_time(monkeypatch):
     """Both variants take 5 ms on the device (as the events say); the first takes
-    50 ms to launch, so calls of it could not follow each other faster than that. (The
-    quick one's host time stays under 5 ms unless the host stalls in two of its rounds.)"""
+    50 ms to launch, so calls of it could not follow each other faster than that. The
+    quick one costs its device time, or a little more where the host stalls in a round."""
     from gpu_tc.cuda import event_timing
     from gpu_tc.cuda.timed_plan import TimedPlan
 
@@ -417,7 +418,9 @@ def test_a_round_costs_the_host_time_where_longer_than_the_device_time(monkeypat
     for _ in range(_timed_calls()):
         plan.execute((None,), None, Scalars(), None)
     assert plan.route == "quick", plan.reason
-    assert "quick 5 ms" in plan.reason
+    slow, quick = (float(re.search(rf"{name} ([0-9.]+) ms", plan.reason).group(1))
+                   for name in ("slow-launch", "quick"))
+    assert slow >= 50 and 5 <= quick < 50, plan.reason
 
 
 @pytest.mark.parametrize("own_stream", [False, True])
