@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -31,6 +32,10 @@ from .pool import HOST_POOL
 from .reduction import CpuReductionPlan
 from .strided_sum import strided_sum_plans
 from .tiling import default_budget
+
+# A broadcast product (nothing summed) is bound by writing D: one NumPy ufunc on one
+# thread, or the small-K kernel (K = 1) on all; timed where D has at least this many bytes.
+PRODUCT_MIN_BYTES = 256 << 10
 
 
 class CpuBackend:
@@ -158,18 +163,19 @@ class CpuBackend:
         ``options.memory_limit`` or the default budget (in tiles where they would not);
         where lowerings compete (pack an operand or loop over it, BLAS's GEMM or the
         small-K kernel's, and where one copies or loops, the small-K kernel on the
-        operands where they lie: cpu_fallback.gathered) and the problem has
-        measure.MIN_FLOPS, a plan that times them on its first calls
+        operands where they lie: cpu_fallback.gathered, which also computes a broadcast
+        product as a K = 1 product) and the problem has measure.MIN_FLOPS (a product:
+        PRODUCT_MIN_BYTES of D), a plan that times them on its first calls
         (cpu_fallback.measure)."""
         budget = default_budget(problem) if options.memory_limit is None else options.memory_limit
         choices = policies(problem)
-        if problem.flops < MIN_FLOPS:
+        if problem.flops < MIN_FLOPS and not _large_product(problem):
             return CpuContractionPlan(problem, choices[0], budget)
         lowered = [CpuContractionPlan(problem, policy, budget) for policy in choices]
         lowered += [CpuContractionPlan(problem, plan.policy, budget, small_k=True)
                     for plan in lowered if plan.small_k_serves()]
         plans: list[PrimitivePlan] = list(lowered)
-        if any(plan.rearranges for plan in lowered):
+        if any(plan.rearranges or plan.multiplies for plan in lowered):
             plans += gathered_plans(problem, lowered[0], budget)
         if len(plans) == 1:
             return plans[0]
@@ -217,3 +223,10 @@ class CpuBackend:
         return OrientationTrial(plans, problems, array_layout,
                                 key=f"orientation {problems!r}")
 
+
+def _large_product(problem: ContractionProblem) -> bool:
+    """Whether ``problem`` sums nothing (every contracted extent is 1) and writes at
+    least PRODUCT_MIN_BYTES of D."""
+    d = problem.d
+    return (all(problem.a.extent(x) == 1 for x in problem.roles.contracted)
+            and math.prod(d.extents) * np.dtype(d.dtype).itemsize >= PRODUCT_MIN_BYTES)

@@ -19,7 +19,7 @@ from gpu_tc.problem import ContractionProblem, TensorSpec, contiguous_spec
 
 from . import cblas, kernels
 from .permute import copy_permuted, write_scaled
-from .pool import HOST_POOL, MIN_BYTES
+from .pool import HOST_POOL
 from .tiling import (
     Tiling,
     accumulates,
@@ -29,6 +29,10 @@ from .tiling import (
     hoisted,
     tile_problem,
 )
+
+# A new result this large comes from the host pool (see _fresh_call); below it, a warm
+# call's own matmul allocates it, as malloc's heap reuses it once warm.
+FRESH_MAX_BYTES = 4 << 20
 
 
 class CpuContractionPlan(PlanDefaults):
@@ -112,6 +116,11 @@ class CpuContractionPlan(PlanDefaults):
         low = self.lowering
         return isinstance(low, GemmLowering) and (
             low.a.pack or low.b.pack or low.d.pack or len(low.d.shape) > 2)
+
+    @property
+    def multiplies(self) -> bool:
+        """Whether this plan's product is a broadcast multiply (nothing summed)."""
+        return isinstance(self.lowering, MultiplyLowering)
 
     def small_k_serves(self) -> bool:
         """Whether this plan's product may go through the small-K kernel instead: one
@@ -283,11 +292,11 @@ def _fresh_call(low: Any, problem: ContractionProblem) -> Any:
     product) writes D's layout by itself; else None.
 
     This lets a warm small call be one numpy.matmul: no output allocation of ours. A
-    result large enough for the host pool is left to execute(), which writes it into
+    result of FRESH_MAX_BYTES or more is left to execute(), which writes it into
     pooled memory without the page faults of numpy's fresh allocation.
     """
     d = problem.d
-    if math.prod(d.extents) * np.dtype(d.dtype).itemsize >= MIN_BYTES:
+    if math.prod(d.extents) * np.dtype(d.dtype).itemsize >= FRESH_MAX_BYTES:
         return None
     kernel: Any
     if isinstance(low, MultiplyLowering):

@@ -27,8 +27,12 @@ import numpy as np
 
 from gpu_tc.errors import OptionsError
 
-# Below this, malloc's heap already reuses freed memory without new page faults.
-MIN_BYTES = 4 << 20
+# Below this, malloc's heap reuses freed memory without new page faults. Above glibc's
+# first mmap threshold (128 KiB) its first few requests of a size each map fresh memory,
+# until the threshold has grown past them: a 4 MB result took 1.0-1.4 ms a call in a
+# process's first four calls against 0.15 ms after, long enough to mislead the timings
+# of a measured plan's first calls. Pooled buffers fault once.
+MIN_BYTES = 256 << 10
 # Size classes: requests round up to a multiple of a huge page. The rounded-up tail of
 # a buffer is never touched, so it costs address space, not memory.
 GRANULE = 2 << 20

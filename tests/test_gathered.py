@@ -75,6 +75,11 @@ CASES = [
     ("pqi,jqp->ij", {"p": 16, "q": 32, "i": 19, "j": 53}),
     # K = 1300 in three blocks (each after the first added into D), D's columns in runs
     ("cbdg,agfe->fedcba", {"a": 7, "b": 3, "c": 2, "d": 3, "e": 5, "f": 2, "g": 1300}),
+    # broadcast products (nothing contracted: K = 1 with no label), tails of rows and
+    # columns; a batch label; D's columns in runs of 5 (the operands' labels interleave)
+    ("i,j->ij", {"i": 37, "j": 53}),
+    ("bi,bj->bij", {"b": 3, "i": 19, "j": 35}),
+    ("dea,fbc->abcdef", {"a": 5, "b": 3, "c": 4, "d": 3, "e": 2, "f": 2}),
 ]
 
 
@@ -204,3 +209,22 @@ def test_einsum_offers_it_beside_the_lowerings_and_stays_correct(rng):
     for _ in range(40):  # the measurement: 8 variants, 4 calls each
         _assert_close(plan.execute(a, b), expected, 24)
     assert "small-k:gathered" in plan.reason and "measured" in plan.reason
+
+
+def test_einsum_times_it_against_a_broadcast_product(rng):
+    """A product that sums nothing (TCCG case 31's labels with g of extent 1), D of
+    256 KiB and more: NumPy's broadcast multiply and the kernel at K = 1 are both
+    timed; every call's result is the reference's. A smaller product is not timed."""
+    sizes = {"a": 8, "b": 8, "c": 8, "d": 8, "e": 5, "f": 4, "g": 1}
+    a = rng.standard_normal([sizes[x] for x in "dega"])
+    b = rng.standard_normal([sizes[x] for x in "gfbc"])
+    plan = gpu_tc.prepare("dega,gfbc->abcdef", a, b)
+    expected = _expected("dega,gfbc->abcdef", [a, b])
+    for _ in range(4000):  # 4 calls a variant, more while another test's threads spin
+        _assert_close(plan.execute(a, b), expected, 1)
+        if "measured" in plan.reason:
+            break
+    assert "measured" in plan.reason
+    assert "blas:multiply" in plan.reason and "small-k:gathered" in plan.reason
+    small = gpu_tc.prepare("i,j->ij", a[0, 0, 0], b[0, 0, 0])
+    assert small.route == "blas:multiply" and "measur" not in small.reason
