@@ -30,13 +30,17 @@ from .raw_memory import memory_extent
 # Bytes of B one thread's packed panel takes at most (small_k.c's PANEL_BYTES), and
 # its columns' offsets and run bits (at most 16 bytes a column) beside it.
 PANEL_BYTES = 512 * 1024
+# The most columns of a tile of D (small_k.c's CB, at most 63).
+TILE_COLUMNS = 63
 
 
 def gathered_plans(
     problem: ContractionProblem, fallback: CpuContractionPlan, budget: int | None
 ) -> list[GatheredPlan]:
     """The gathered plan of ``problem`` where the kernel serves it and its temporaries
-    fit ``budget`` (bytes; None: no bound): one plan, or none."""
+    fit ``budget`` (bytes; None: no bound): one plan, or none. A product that sums
+    nothing (K = 1) takes it only where its offset tables are small beside D (not for a
+    scale by a scalar, whose tables would list every element of D)."""
     module = kernels.load("small_k", "small-K products run on BLAS")
     if module is None:
         return []
@@ -48,6 +52,9 @@ def gathered_plans(
         return []
     plan = GatheredPlan(problem, groups, fallback, module)
     if budget is not None and plan.temporary_bytes > budget:
+        return []
+    d_bytes = math.prod(problem.d.extents) * np.dtype(problem.d.dtype).itemsize
+    if k == 1 and plan.table_bytes > d_bytes // 4:  # a product by a scalar or a short vector
         return []
     return [plan]
 
@@ -114,12 +121,15 @@ class GatheredPlan(PlanDefaults):
         )
         m, n, k, batches = self._counts
         itemsize = np.dtype(d.dtype).itemsize
-        columns = PANEL_BYTES // (k * itemsize)
+        # A panel holds at most PANEL_BYTES, and no more columns than B has (rounded up
+        # to whole tiles of at most TILE_COLUMNS).
+        columns = min(PANEL_BYTES // (k * itemsize), n + TILE_COLUMNS)
         threads = max(os.cpu_count() or 1, int(kernel.max_threads()))
         # The tables of the last layout called: (its strides, the tables or None).
         self._tables: tuple[Any, np.ndarray | None] | None = None
-        table_bytes = 8 * (2 * (m + n + k) + 3 * batches)
-        self.temporary_bytes = max(threads * (PANEL_BYTES + 16 * columns + 128) + table_bytes,
+        self.table_bytes = 8 * (2 * (m + n + k) + 3 * batches)
+        panel = min(PANEL_BYTES, k * columns * itemsize)
+        self.temporary_bytes = max(threads * (panel + 16 * columns + 128) + self.table_bytes,
                                    fallback.temporary_bytes)
         operands = "B, A" if groups.swap else "A, B"
         self.reason = (

@@ -74,9 +74,9 @@ RECHECK_SHARE = 0.05
 # Seconds the worker threads of an engine keep spinning after its call returns, taking
 # CPUs from the next call's threads: OpenBLAS's about 0.12 s (a core kept busy, on the
 # 2-core test host; a gathered small-K call timed in that window took 1.7x its time),
-# GOMP's a few milliseconds. A variant's timed calls wait until the other engines'
-# threads have gone to sleep.
-SPIN_SECONDS = {"openmp": 0.01, "blas": 0.15}
+# GOMP's a few milliseconds; NumPy's own loops (a broadcast multiply) leave none. A
+# variant's timed calls wait until the other engines' threads have gone to sleep.
+SPIN_SECONDS = {"openmp": 0.01, "blas": 0.15, "numpy": 0.0}
 # Until when (time.perf_counter) each engine's threads spin, from its last call.
 _spinning: dict[str, float] = {}
 
@@ -299,9 +299,12 @@ def _run_variant(choice: Choice, plans: Sequence[PrimitivePlan], variant: int, t
 
 
 def engines(plans: Sequence[PrimitivePlan]) -> list[str]:
-    """Whose threads each plan's calls leave spinning: 'blas' for a BLAS route, else
+    """Whose threads each plan's calls leave spinning: 'numpy' for NumPy's broadcast
+    multiply (one thread, none left spinning), 'blas' for another BLAS route, else
     'openmp' (gpu_tc's own kernels)."""
-    return ["blas" if str(plan.route).startswith("blas:") else "openmp" for plan in plans]
+    return ["numpy" if plan.route == "blas:multiply"
+            else "blas" if str(plan.route).startswith("blas:") else "openmp"
+            for plan in plans]
 
 
 def variant_names(plans: Sequence[PrimitivePlan], prefixes: Sequence[str] = ()) -> list[str]:

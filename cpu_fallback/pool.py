@@ -27,14 +27,15 @@ import numpy as np
 
 from gpu_tc.errors import OptionsError
 
-# Below this, malloc's heap reuses freed memory without new page faults. Above glibc's
-# first mmap threshold (128 KiB) its first few requests of a size each map fresh memory,
-# until the threshold has grown past them: a 4 MB result took 1.0-1.4 ms a call in a
-# process's first four calls against 0.15 ms after, long enough to mislead the timings
-# of a measured plan's first calls. Pooled buffers fault once.
+# Smaller requests go to malloc, whose heap reuses them. glibc maps larger ones (from
+# 128 KiB at first) afresh, page faults and all, until its threshold has grown past
+# their size: a 4 MB result took 1.0-1.4 ms a call in a process's first four calls
+# against 0.15 ms after, long enough to mislead the timings of a measured plan's first
+# calls. Pooled buffers fault once.
 MIN_BYTES = 256 << 10
-# Size classes: requests round up to a multiple of a huge page. The rounded-up tail of
-# a buffer is never touched, so it costs address space, not memory.
+# Size classes: a request rounds up to a power of two below GRANULE, else to a multiple
+# of GRANULE (a huge page). The rounded-up tail of a buffer is never touched, so it
+# costs address space, not memory.
 GRANULE = 2 << 20
 # The most buffers the pool tracks (idle and in use); beyond it, plain numpy.empty.
 MAX_BUFFERS = 64
@@ -124,7 +125,8 @@ class HostPool:
         nbytes = math.prod(shape) * dtype.itemsize
         if nbytes < MIN_BYTES or nbytes > self._limit:
             return np.empty(shape, dtype)
-        size = -(-nbytes // GRANULE) * GRANULE
+        size = (-(-nbytes // GRANULE) * GRANULE if nbytes > GRANULE
+                else 1 << (nbytes - 1).bit_length())
         with self._lock:
             buffer = self._take(size)
             if buffer is None:

@@ -395,3 +395,11 @@ def test_nothing_is_measured_without_competition_or_below_the_size(rng, subscrip
     out = np.empty((shapes[0][0], shapes[1][1]), complex)
     plan = gpu_tc.prepare(subscripts, *operands, out=out)
     assert "measur" not in plan.reason
+
+
+def test_numpys_broadcast_multiply_leaves_no_threads_spinning():
+    """Its calls put no hold on the next variant's timed calls; BLAS's do."""
+    plans = [_Plan("blas:multiply", 0.001, [0.0]), _Plan("small-k:gathered", 0.001, [0.0]),
+             _Plan("blas:packed", 0.001, [0.0])]
+    assert measure.engines(plans) == ["numpy", "openmp", "blas"]
+    assert measure.SPIN_SECONDS["numpy"] == 0
