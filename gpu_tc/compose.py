@@ -259,7 +259,12 @@ class EinsumPlan:
         if not program.output_is_new:
             pass
         elif view is not None and np.dtype(view.dtype) == result:
-            self.fast = lambda x: backend.view(x, view, writable=True)
+            term = program.expression.terms[0]
+            if len(set(term)) == len(term):  # a reorder: the operand's own transpose
+                axes = tuple(term.index(x) for x in program.expression.output)
+                self.fast = lambda x: x.transpose(axes)
+            else:
+                self.fast = lambda x: backend.view(x, view, writable=True)
         elif self._steps and untouched and self._orientation is None:
             self.fast = None if self.converts else _chained(self._steps)
         elif not self._steps and not self.converts and self._final.fresh is not None:

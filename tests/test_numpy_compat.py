@@ -153,3 +153,22 @@ def test_public_names():
     assert gpu_tc.tensordot is numpy_compat.tensordot
     assert gpu_tc.transpose is numpy_compat.transpose
     assert {"tensordot", "transpose"} <= set(gpu_tc.__all__)
+
+
+@pytest.mark.parametrize("subscripts", ["ij->ji", "ijk->kij", "...j->j...", "ji", "ij->ij"])
+@pytest.mark.parametrize("layout", ["c", "strided", "read-only"])
+def test_an_einsum_reorder_is_the_view_numpy_returns(rng, subscripts, layout):
+    """The first call and the warm ones (the plan's fast path): numpy.einsum's strides,
+    values, base and writability."""
+    a = rng.standard_normal((4, 6, 8))[:, ::-2, 1::3] if layout == "strided" \
+        else rng.standard_normal((3, 4, 5))
+    if subscripts.split("->")[0] in ("ij", "ji"):
+        a = a[0]
+    if layout == "read-only":
+        a.setflags(write=False)
+    expected = np.einsum(subscripts, a)
+    for _ in range(3):
+        got = gpu_tc.einsum(subscripts, a)
+        assert got.strides == expected.strides and got.flags.writeable == a.flags.writeable
+        assert got.base is expected.base
+        np.testing.assert_array_equal(got, expected)
