@@ -57,13 +57,13 @@ def primitive_plan(
 class _Prepared:
     """Per-call preparation of one operand: strided view, cast, early reduction."""
 
-    __slots__ = ("cast", "view", "start", "diagonals", "reduction", "extents")
+    __slots__ = ("cast", "view", "start", "own_view", "reduction", "extents")
 
     def __init__(self, prep: OperandPrep, reduction: PrimitivePlan | None) -> None:
         self.cast = prep.cast
         self.view = prep.view
         self.start = prep.start
-        self.diagonals = _diagonals(prep)
+        self.own_view = _own_view(prep.diagonals, prep.order)
         self.reduction = reduction
         self.extents = prep.result.extents
 
@@ -72,8 +72,8 @@ class _Prepared:
         return not self.cast and self.view is None and self.reduction is None
 
     def __call__(self, backend: Backend, x: Any, dtype: str) -> Any:
-        if self.diagonals is not None:
-            x = self.diagonals(x)
+        if self.own_view is not None:
+            x = self.own_view(x)
         elif self.view is not None:
             x = backend.view(x, self.view, start=self.start)
         if self.cast:
@@ -85,12 +85,11 @@ class _Prepared:
         return x
 
 
-def _diagonals(prep: OperandPrep) -> Any:
-    """``f(x)``: the view ``prep`` takes of ``x`` by the array's own ``diagonal()`` calls
-    and a transpose, where they give it; else None."""
-    calls, order = prep.diagonals, prep.order
+def _own_view(calls: tuple[tuple[int, int], ...], order: tuple[int, ...] | None) -> Any:
+    """``f(x)``: the view of ``x`` that its own ``diagonal()`` ``calls``, then a transpose
+    by ``order``, take (program.view_calls); None where there are none."""
     if not calls:
-        return None
+        return None if order is None else lambda x: x.transpose(order)
     if calls == ((0, 1),) and order is None:
         return lambda x: x.diagonal()
 
@@ -109,9 +108,9 @@ def _viewed(backend: Backend, prep: OperandPrep, fresh: Any) -> Any:
         return None
     if view is None:
         return fresh
-    diagonals = _diagonals(prep)
-    if diagonals is not None:
-        return lambda x: fresh(diagonals(x))
+    own_view = _own_view(prep.diagonals, prep.order)
+    if own_view is not None:
+        return lambda x: fresh(own_view(x))
     return lambda x: fresh(backend.view(x, view, start=start))
 
 
@@ -259,10 +258,12 @@ class EinsumPlan:
         if not program.output_is_new:
             pass
         elif view is not None and np.dtype(view.dtype) == result:
-            term = program.expression.terms[0]
-            if len(set(term)) == len(term):  # a reorder: the operand's own transpose
-                axes = tuple(term.index(x) for x in program.expression.output)
-                self.fast = lambda x: x.transpose(axes)
+            # A reorder is the operand's own transpose; not a diagonal: NumPy's diagonal()
+            # is read-only, numpy.einsum's view writable where the operand is.
+            calls = program.view_calls
+            if calls is not None and not calls[0]:
+                order = calls[1]
+                self.fast = (lambda x: x[...]) if order is None else (lambda x: x.transpose(order))
             else:
                 self.fast = lambda x: backend.view(x, view, writable=True)
         elif self._steps and untouched and self._orientation is None:

@@ -47,10 +47,10 @@ class OperandPrep:
         reduction: Sum away the labels no other operand or the output needs.
         start: The index, in the operand, of the view's first element (a trace's
             diagonal off the main one); () for its first element.
-        diagonals: Where the view is main diagonals: the ``diagonal(0, axis1, axis2)``
-            calls that give it, then a transpose by ``order`` (None: none). The array's
-            own ``diagonal()`` takes a tenth of a microsecond, a view built from
-            strides ten times that (a warm small partial trace).
+        diagonals: Where the array's own calls take the view (see view_calls): the
+            ``diagonal(0, axis1, axis2)`` calls, then a transpose by ``order`` (None:
+            none). ``diagonal()`` or ``transpose()`` takes a tenth of a microsecond, a
+            view built from strides ten times that (a warm small partial trace).
         order: See ``diagonals``.
     """
 
@@ -99,6 +99,8 @@ class EinsumProgram:
     # One operand that the result only reorders or diagonalises: the result as a view
     # of it, in its own layout and dtype (numpy.einsum returns such views).
     view_of_operand: TensorSpec | None = None
+    # The operand's own calls that take view_of_operand (see view_calls), if any.
+    view_calls: ViewCalls | None = None
 
 
 def build_program(
@@ -147,9 +149,10 @@ def build_program(
             view = operand_spec(expression.terms[0], layouts[0], extents).permuted(output.labels)
         else:
             final = ReductionProblem(spec, output)
+        calls = None if view is None else view_calls(expression.terms[0], layouts[0], view)
         return EinsumProgram(
             expression, dtype, (replace(preps[0], reduction=None),), (), final, output,
-            output_strides is None, view_of_operand=view,
+            output_strides is None, view_of_operand=view, view_calls=calls,
         )
 
     new_output = output_strides is None
@@ -181,15 +184,17 @@ def prepare_operand(
     """
     spec = operand_spec(term, layout, extents)
     view = spec if spec.labels != term or spec.strides != layout.strides else None
-    return _cast_after(view, spec, dtype, diagonals=diagonal_calls(term, layout, spec))
+    return _cast_after(view, spec, dtype, calls=view_calls(term, layout, spec))
 
 
-def diagonal_calls(term: str, layout: OperandLayout, view: TensorSpec
-                   ) -> tuple[tuple[tuple[int, int], ...], tuple[int, ...] | None]:
+ViewCalls = tuple[tuple[tuple[int, int], ...], tuple[int, ...] | None]
+
+
+def view_calls(term: str, layout: OperandLayout, view: TensorSpec) -> ViewCalls | None:
     """The ``diagonal(0, axis1, axis2)`` calls, then the transpose (None: none), that
     take the view ``view`` of the operand with ``term`` and ``layout``: each folds the
-    first two axes of a repeated label into one, last (NumPy's and CuPy's rule). ((),
-    None) where the view is more than diagonals (a broadcast axis dropped)."""
+    first two axes of a repeated label into one, last (NumPy's and CuPy's rule). None
+    where the array's own calls cannot take it (a broadcast axis dropped)."""
     labels, extents, strides = list(term), list(layout.shape), list(layout.strides)
     calls: list[tuple[int, int]] = []
     while (repeated := next((x for x in labels if labels.count(x) > 1), None)) is not None:
@@ -202,27 +207,25 @@ def diagonal_calls(term: str, layout: OperandLayout, view: TensorSpec
         labels = [labels[i] for i in kept] + [repeated]
         extents = [extents[i] for i in kept] + [extent]
         strides = [strides[i] for i in kept] + [stride]
-    if not calls or sorted(labels) != sorted(view.labels):
-        return (), None
+    if sorted(labels) != sorted(view.labels):
+        return None
     order = tuple(labels.index(x) for x in view.labels)
     if (tuple(extents[i] for i in order), tuple(strides[i] for i in order)) != (
             view.extents, view.strides):
-        return (), None
+        return None
     return tuple(calls), None if order == tuple(range(len(order))) else order
 
 
 def _cast_after(view: TensorSpec | None, spec: TensorSpec, dtype: str,
-                start: tuple[int, ...] = (),
-                diagonals: tuple[tuple[tuple[int, int], ...], tuple[int, ...] | None] = ((), None)
-                ) -> OperandPrep:
-    """The preparation that takes ``view`` (laid out as ``spec``; ``diagonals``: the
-    diagonal calls and transpose that take it, if any), then casts it into ``dtype``
-    where that differs."""
-    calls, order = diagonals
+                start: tuple[int, ...] = (), calls: ViewCalls | None = None) -> OperandPrep:
+    """The preparation that takes ``view`` (laid out as ``spec``; ``calls``: the
+    array's own calls that take it, if any), then casts it into ``dtype`` where that
+    differs."""
+    diagonals, order = calls or ((), None)
     if spec.dtype == dtype:
-        return OperandPrep(view, False, spec, None, start, calls, order)
+        return OperandPrep(view, False, spec, None, start, diagonals, order)
     return OperandPrep(view, True, contiguous_spec(spec.labels, spec.extents, dtype), None,
-                       start, calls, order)
+                       start, diagonals, order)
 
 
 def reduce_unneeded(prep: OperandPrep, needed: str) -> OperandPrep:
@@ -388,7 +391,7 @@ def trace_program(
     strides = [layout.strides[i] for i in kept] + [sum(layout.strides[i] for i in axes)]
     diagonal = OperandLayout(tuple(extents[x] for x in labels), tuple(strides), layout.dtype)
     view = operand_spec(labels, diagonal, extents)
-    calls = (((axes[0], axes[1]),), None) if offset == 0 else ((), None)
+    calls = (((axes[0], axes[1]),), None) if offset == 0 else None
     prep = _cast_after(view, view, dtype, tuple(start) if any(start) else (), calls)
     spec = prep.spec
     output = output_for(labels[:-1], spec.extents[:-1])

@@ -155,20 +155,28 @@ def test_public_names():
     assert {"tensordot", "transpose"} <= set(gpu_tc.__all__)
 
 
-@pytest.mark.parametrize("subscripts", ["ij->ji", "ijk->kij", "...j->j...", "ji", "ij->ij"])
+@pytest.mark.parametrize("subscripts", ["ij->ji", "ijk->kij", "...j->j...", "ji", "ij->ij",
+                                        "jj->j", "kjj->kj", "jjk->kj"])
 @pytest.mark.parametrize("layout", ["c", "strided", "read-only"])
 def test_an_einsum_reorder_is_the_view_numpy_returns(rng, subscripts, layout):
-    """The first call and the warm ones (the plan's fast path): numpy.einsum's strides,
-    values, base and writability."""
-    a = rng.standard_normal((4, 6, 8))[:, ::-2, 1::3] if layout == "strided" \
-        else rng.standard_normal((3, 4, 5))
-    if subscripts.split("->")[0] in ("ij", "ji"):
-        a = a[0]
+    """Reorders and diagonals, the first call and the warm ones (the plan's fast path):
+    numpy.einsum's strides, values and writability, a view of the operand (a reorder's
+    base numpy's too)."""
+    ndim = len(subscripts.split("->")[0].replace("...", "k"))
+    shape = (4, 6, 6)[3 - ndim:] if "jj" in subscripts else (3, 4, 5)[3 - ndim:]
+    if subscripts.startswith("jjk"):
+        shape = (6, 6, 4)
+    a = rng.standard_normal(shape)
+    if layout == "strided":
+        a = rng.standard_normal(tuple(2 * n for n in shape))[tuple(slice(None, None, -2)
+                                                                   for _ in shape)]
     if layout == "read-only":
         a.setflags(write=False)
     expected = np.einsum(subscripts, a)
     for _ in range(3):
         got = gpu_tc.einsum(subscripts, a)
         assert got.strides == expected.strides and got.flags.writeable == a.flags.writeable
-        assert got.base is expected.base
+        assert np.shares_memory(got, a)
+        if "jj" not in subscripts:
+            assert got.base is expected.base
         np.testing.assert_array_equal(got, expected)
