@@ -134,9 +134,11 @@ class CpuBackend:
             return view
         itemsize = array.itemsize
         strides = tuple([s * itemsize for s in spec.strides])
-        if (flags.c_contiguous or flags.f_contiguous) and (flags.writeable or not writable):
+        if ((flags.c_contiguous or flags.f_contiguous) and (flags.writeable or not writable)
+                and min(strides, default=0) >= 0):
             # Three times cheaper than as_strided (a warm trace is a few microseconds),
-            # and the view's base is the array's, as numpy.einsum's views have.
+            # and the view's base is the array's, as numpy.einsum's views have. (NumPy
+            # refuses a buffer view that reaches back before the buffer's start.)
             view = np.ndarray(spec.extents, array.dtype, buffer=array, strides=strides)
             if not writable:
                 view.setflags(write=False)

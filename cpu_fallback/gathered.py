@@ -133,9 +133,10 @@ class GatheredPlan(PlanDefaults):
                                    fallback.temporary_bytes)
         operands = "B, A" if groups.swap else "A, B"
         self.reason = (
-            f"the small-K kernel (K = {k}) reads {operands} where they "
-            f"lie (rows {groups.rows or '-'}, columns {groups.cols} gathered into "
-            f"its panels, batch {groups.batch or '-'}) and writes D in place: no copies"
+            f"the small-K kernel (K = {k}) reads {operands} where they lie "
+            f"({_labels('rows', groups.rows)}, {_labels('columns', groups.cols)} gathered "
+            f"into its panels, {_labels('batch', groups.batch)}) and writes D in place: "
+            "no copies"
         )
 
     def __repr__(self) -> str:
@@ -191,3 +192,8 @@ def _grid(extents: list[int], strides: list[int]) -> np.ndarray:
         offsets = (offsets[:, None] + np.arange(extent, dtype=np.int64) * stride).reshape(-1)
     return offsets
 
+
+def _labels(role: str, labels: str) -> str:
+    """"rows labels 'ab'" (a form the caller's labels replace: gpu_tc.compose.relabel),
+    or "no rows label"."""
+    return f"{role} labels '{labels}'" if labels else f"no {role} label"

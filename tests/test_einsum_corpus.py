@@ -408,6 +408,32 @@ def test_out_partially_overlaps_input(backend, rng):
     assert_close(got, exact, np.float64, scale)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "subscripts, window",
+    [
+        pytest.param("ij,jk->ik", (slice(None, None, -1),), id="gemm-rows-reversed"),
+        pytest.param("ij->ji", (slice(None, None, -1),), id="transpose-rows-reversed"),
+        pytest.param("ij,ij->ij", (slice(None), slice(None, None, -1)),
+                     id="hadamard-cols-reversed"),
+        pytest.param("ij->i", (slice(None, None, -1), 0), id="row-sums-into-a-reversed-column"),
+    ],
+)
+def test_out_overlaps_input_backwards(subscripts, window, backend, rng):
+    """out is a window of an operand that runs backwards (negative strides): computed
+    aside, then written into it, as numpy.einsum does."""
+    host = [random_array(rng, (4, 4), np.float64) for _ in subscripts.split("->")[0].split(",")]
+    exact, scale = reference_einsum(subscripts, *host)
+    original = host[0].copy()
+    device = [to_backend(x, backend) for x in host]
+    out = device[0][window]
+    for _ in range(2):  # cold, then warm
+        device[0][...] = to_backend(original, backend)
+        got = gpu_tc.einsum(subscripts, *device, out=out)
+        assert got is out
+        assert_close(got, exact, np.float64, scale)
+
+
 # --- results are new arrays; wide expressions ---------------------------------------
 
 

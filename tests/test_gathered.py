@@ -7,6 +7,7 @@ bounds; and where it is not offered."""
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from cpu_fallback.contraction import CpuContractionPlan
 from cpu_fallback.gathered import GatheredPlan, gathered_plans
 from gpu_tc import reference
 from gpu_tc.backend import Scalars
+from gpu_tc.compose import relabel
 from gpu_tc.problem import ContractionProblem, contiguous_spec, dtype_char
 
 pytestmark = pytest.mark.skipif(not kernels.built("_small_k"),
@@ -96,6 +98,10 @@ def test_the_result_is_the_references(rng, subscripts, sizes, dtype):
     plan = _plan(problem)
     assert plan.route == "small-k:gathered" and "writes D in place: no copies" in plan.reason
     assert ("reads B, A" in plan.reason) == (subscripts == "be,dcea->dcab")
+    # Its label groups are in the form a plan's reason is put into the caller's labels by.
+    renamed = relabel(plan.reason, {x: x.upper() for x in subscripts if x.isalpha()})
+    groups = re.findall(r"(rows|columns|batch) labels '([^']*)'", renamed)
+    assert groups and all(labels.isupper() for _, labels in groups)
     d = _d_like(problem.d, dtype)
     plan.execute(tuple(operands), d, Scalars(alpha=2.0), None)
     _assert_close(d, _expected(subscripts, operands, 2.0), 64)
