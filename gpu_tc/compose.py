@@ -270,6 +270,8 @@ class EinsumPlan:
             self.fast = None if self.converts else _chained(self._steps)
         elif not self._steps and not self.converts and self._final.fresh is not None:
             self.fast = _viewed(backend, program.operands[0], self._final.fresh)
+        # The same, where no backend.finish is needed: a result of one axis or more.
+        self.fast_final = self.fast if program.output.extents else None
         # (plan, problem) per stage: the problem names the labels of the plan's reason.
         reductions: list[tuple[PrimitivePlan, PrimitiveProblem]] = [
             (op.reduction, prep.reduction)
@@ -371,6 +373,7 @@ class StagePlan:
         self.fast: Any = None
         if fresh is not None and not self.converts and len(program.operands) == 1:
             self.fast = _viewed(backend, program.operands[0], fresh)
+        self.fast_final = self.fast if self.output.extents else None
 
     @property
     def route(self) -> str:

@@ -26,7 +26,8 @@ from .strides import same_layout
 class Composed(Protocol):
     """What :func:`run` needs of a composed plan (EinsumPlan, StagePlan)."""
 
-    fast: Any
+    fast: Any  # f(*operands): a new result, before backend.finish; or None
+    fast_final: Any  # fast where the result has an axis (backend.finish: no change)
     result: np.dtype[Any]  # the dtype the caller gets
     converts: bool  # whether it differs from the output's (compute) dtype
     temporary_bytes: int  # the plan's own peak (gpu_tc.memory)

@@ -180,3 +180,19 @@ def test_an_einsum_reorder_is_the_view_numpy_returns(rng, subscripts, layout):
         if "jj" not in subscripts:
             assert got.base is expected.base
         np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("subscripts, shapes", [
+    ("ii->", [(4, 4)]), ("i,i->", [(8,), (8,)]), ("ij,ij->", [(3, 4), (3, 4)]),
+    ("->", [()]), ("ij,jk->ik", [(4, 4), (4, 4)]), ("ii->i", [(4, 4)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]), ("i->", [(5,)]),
+])
+def test_warm_calls_return_what_numpy_einsum_returns(rng, subscripts, shapes):
+    """A scalar where numpy.einsum gives one (a 0-d result), else an array, with its
+    values: on the first call and the warm ones (the fast paths)."""
+    operands = [rng.standard_normal(shape) for shape in shapes]
+    expected = np.einsum(subscripts, *operands)
+    for _ in range(3):
+        got = gpu_tc.einsum(subscripts, *operands)
+        assert type(got) is type(expected)
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
