@@ -19,6 +19,10 @@ GAPPED = {
     "window": lambda: np.arange(40.0).reshape(4, 10)[:, 2:7],
     "reversed": lambda: np.arange(24.0).reshape(2, 3, 4)[:, ::-1],
     "stepped": lambda: np.arange(48.0).reshape(4, 12)[::2, ::3],
+    # Views whose span is their whole (dense) base: the short way from the base.
+    "diagonal": lambda: np.arange(25.0).reshape(5, 5).diagonal(),
+    "anti-diagonal": lambda: np.arange(25.0).reshape(5, 5)[::-1].diagonal(),
+    "corners": lambda: np.asfortranarray(np.arange(24.0).reshape(4, 6))[::3, ::5],
 }
 
 
