@@ -30,7 +30,7 @@ def flat(array: np.ndarray, typestr: str, base: int, span: int, *, writeable: bo
     """The memory under ``array`` as a 1-D array of ``span`` elements of ``typestr``
     from its lowest address, ``base`` such elements before its element 0."""
     if base == 0 and span * np.dtype(typestr).itemsize == array.nbytes and (
-            array.flags.writeable or not writeable):  # it fills its memory from element 0
+            not writeable or array.flags.writeable):  # it fills its memory from element 0
         dense = array.ravel(order="K")  # a view of it in memory order, in ~1 us (not 5)
         if dense.base is not None:
             words = dense.view(typestr)
@@ -39,7 +39,9 @@ def flat(array: np.ndarray, typestr: str, base: int, span: int, *, writeable: bo
     owner = array.base
     if (type(owner) is np.ndarray and owner.nbytes == span * np.dtype(typestr).itemsize
             and (owner.flags.c_contiguous or owner.flags.f_contiguous)
-            and (array.flags.writeable or not writeable)):
+            and (not writeable or (array.flags.writeable and owner.flags.writeable))):
+        # (flags read only for a writeable request: reading a broadcast_arrays result's
+        # writeable flag warns; an owner frozen after the view was made stays frozen)
         # A view that spans the whole dense array it views (a 4096^2 array's diagonal:
         # a trace) lies from that array's start: its memory as the short way has it,
         # in ~1 us, where the interface object costs ~3 (a warm trace is ~25 us).

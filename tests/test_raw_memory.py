@@ -4,6 +4,8 @@ arrays take the short way (a view in memory order), others the interface object.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -97,3 +99,25 @@ def test_no_copy_of_a_gapped_array_is_made(monkeypatch):
     memory = flat(x, x.dtype.str, *_extent(x), writeable=True)
     _memory(x, writeable=True)
     assert calls == [] and np.shares_memory(memory, x)
+
+
+def test_a_writable_view_of_an_owner_frozen_later_takes_the_long_way():
+    """The view stays writable where its owner was made read-only after it (numpy.einsum
+    writes into such an ``out``): its flat memory is writable, and writes land in it."""
+    owner = np.zeros((6, 6))
+    view = np.einsum("ii->i", owner)  # a writable diagonal view
+    owner.flags.writeable = False
+    memory = flat(view, view.dtype.str, *_extent(view), writeable=True)
+    assert memory.flags.writeable
+    memory[0] = 5.0
+    assert view[0] == 5.0
+
+
+def test_a_broadcast_operand_is_read_without_a_warning():
+    """Reading a broadcast_arrays result's writeable flag warns (FutureWarning): a
+    read-only request never reads it."""
+    x = np.broadcast_arrays(np.arange(8.0), np.zeros((4, 1)))[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        memory = flat(x, x.dtype.str, *_extent(x), writeable=False)
+    assert not memory.flags.writeable and float(memory[3]) == 3.0
