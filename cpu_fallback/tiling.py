@@ -16,7 +16,8 @@ packed, a float dtype); elsewhere it is computed aside first and D counts as a c
 
 Among the cuts that fit, :func:`choose` takes the cheapest by a cost model in bytes
 copied: every copy (repacking included) weighted by how short its contiguous runs are,
-plus the GEMM time a thin tile loses, plus a fixed cost per tile.
+D written in place by how short its tile's runs are, plus the GEMM time a thin tile
+loses, plus a fixed cost per tile.
 """
 
 from __future__ import annotations
@@ -244,7 +245,13 @@ def _measure(
         once, each = (x_a, x_b) if held == "a" else (x_b, x_a)
         return n_outer * (once + n_inner * (each + x_d))
 
-    cost = (over_tiles(wa, wb, wd) + re_read + TILE_COST_BYTES * n_outer * n_inner
+    # Where D is written in place (not staged), a tile of short runs writes its lines in
+    # pieces: every byte of D written pays the short-run part of a copy's weight.
+    written = 0.0
+    if d == 0:
+        written = (math.prod(problem.d.extents) * np.dtype(problem.d.dtype).itemsize
+                   * (_weight(problem.d, chunks) - 1))
+    cost = (over_tiles(wa, wb, wd) + re_read + written + TILE_COST_BYTES * n_outer * n_inner
             + _thin_gemm_cost(low, problem))
     return Tiling(outer, inner, a + b + d, int(over_tiles(a, b, d)), cost)
 

@@ -28,7 +28,7 @@ from gpu_tc import Options
 from gpu_tc.backend import Scalars
 from gpu_tc.errors import GpuTcError, MemoryLimitError, OptionsError
 from gpu_tc.gemm import lower
-from gpu_tc.problem import ContractionProblem, contiguous_spec
+from gpu_tc.problem import ContractionProblem, TensorSpec, contiguous_spec
 
 # A contraction whose A and B are packed whole (no label group merges) and whose
 # D is staged: the copies of the cases 20-30 family of TCCG, small.
@@ -302,6 +302,22 @@ def test_where_blas_adds_into_d_the_default_budget_packs_each_operand_once():
     assert tiling.copied_bytes == 2 * operand
     staged = choose(problem, "heuristic", budget, staged=True, blas_adds=True)
     assert staged.copied_bytes == 2 * operand  # beta != 0 costs no copy of D either
+
+
+def test_a_tile_of_d_written_in_place_keeps_its_runs_long():
+    """TCCG case 26 at full size: of the tilings that copy alike, the one whose tile of D
+    (written by BLAS in place) keeps D's inner axes whole: a cut of A's 'a' (D's second
+    axis) in chunks of 18 ran 1.02-1.06x the cut of B's 'e' beside it, on every case of
+    the 20-30 family (an AVX-512 host)."""
+    n = 72  # the problem as the plan sees it: canonical labels, D in its GEMM's layout
+    problem = ContractionProblem(contiguous_spec("abcd", (n,) * 4, "d"),
+                                 contiguous_spec("cefb", (n,) * 4, "d"),
+                                 TensorSpec("fead", (n,) * 4, (n * n, n**3, n, 1), "d"))
+    tiling = choose(problem, "heuristic", default_budget(problem), staged=False,
+                    blas_adds=True)
+    assert 1 < tiling.tiles and tiling.peak_bytes <= default_budget(problem)
+    chunks = {c.label: c.chunk for c in (tiling.outer, tiling.inner) if c is not None}
+    assert contiguous_run(problem.d, chunks) >= 8 * 72**2
 
 
 def test_choose_reports_the_smallest_need_when_nothing_fits():
