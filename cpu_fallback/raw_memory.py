@@ -29,27 +29,36 @@ class _Memory:
 def flat(array: np.ndarray, typestr: str, base: int, span: int, *, writeable: bool) -> np.ndarray:
     """The memory under ``array`` as a 1-D array of ``span`` elements of ``typestr``
     from its lowest address, ``base`` such elements before its element 0."""
-    if base == 0 and span * np.dtype(typestr).itemsize == array.nbytes and (
-            not writeable or array.flags.writeable):  # it fills its memory from element 0
-        dense = array.ravel(order="K")  # a view of it in memory order, in ~1 us (not 5)
-        if dense.base is not None:
-            words = dense.view(typestr)
-            words.flags.writeable = writeable
+    size = span * np.dtype(typestr).itemsize
+    # Writeable flags are read only for a writeable request (a broadcast_arrays result
+    # warns when its flag is read).
+    if base == 0 and size == array.nbytes and (not writeable or array.flags.writeable):
+        words = _in_memory_order(array, typestr, writeable)  # it fills its memory
+        if words is not None:
             return words
     owner = array.base
-    if (type(owner) is np.ndarray and owner.nbytes == span * np.dtype(typestr).itemsize
+    if (type(owner) is np.ndarray and owner.nbytes == size
             and (owner.flags.c_contiguous or owner.flags.f_contiguous)
             and (not writeable or (array.flags.writeable and owner.flags.writeable))):
-        # (flags read only for a writeable request: reading a broadcast_arrays result's
-        # writeable flag warns; an owner frozen after the view was made stays frozen)
-        # A view that spans the whole dense array it views (a 4096^2 array's diagonal:
-        # a trace) lies from that array's start: its memory as the short way has it,
-        # in ~1 us, where the interface object costs ~3 (a warm trace is ~25 us).
-        words = owner.ravel(order="K").view(typestr)
-        words.flags.writeable = writeable
-        return words
+        # A view spanning the whole dense array it views (a 4096^2 array's diagonal: a
+        # trace) lies from that array's start; the interface object costs ~3 us more (a
+        # warm trace is ~25 us). An owner frozen after the view was made stays frozen.
+        words = _in_memory_order(owner, typestr, writeable)
+        if words is not None:
+            return words
     address = array.__array_interface__["data"][0] - base * np.dtype(typestr).itemsize
     return np.asarray(_Memory(array, address, span, typestr, writeable))
+
+
+def _in_memory_order(dense: np.ndarray, typestr: str, writeable: bool) -> np.ndarray | None:
+    """A dense array's memory as a 1-D view of ``typestr`` in memory order, in ~1 us
+    (the interface object takes ~5); None where ravel would copy."""
+    flat_view = dense.ravel(order="K")
+    if flat_view.base is None:
+        return None
+    words = flat_view.view(typestr)
+    words.flags.writeable = writeable
+    return words
 
 
 @lru_cache(maxsize=256)

@@ -262,8 +262,7 @@ class EinsumPlan:
             # is read-only, numpy.einsum's view writable where the operand is.
             calls = program.view_calls
             if calls is not None and not calls[0]:
-                order = calls[1]
-                self.fast = (lambda x: x[...]) if order is None else (lambda x: x.transpose(order))
+                self.fast = _own_view((), calls[1]) or (lambda x: x[...])
             else:
                 self.fast = lambda x: backend.view(x, view, writable=True)
         elif self._steps and untouched and self._orientation is None:

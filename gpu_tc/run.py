@@ -88,9 +88,11 @@ def run(
         ``out``, or the new result as the backend hands it to callers.
     """
     if out is None:
-        fast = plan.fast
-        if fast is not None and scalars is UNSCALED and addend is None:
-            return backend.finish(fast(*operands))
+        if scalars is UNSCALED and addend is None:
+            if plan.fast_final is not None:
+                return plan.fast_final(*operands)
+            if plan.fast is not None:
+                return backend.finish(plan.fast(*operands))
         result = allocate(backend, plan.output)
         plan.execute(operands, result, scalars, addend)
         if plan.converts:
