@@ -21,8 +21,9 @@
 #                                        H200 about 540 s with the staging's install,
 #                                        so one staging serves the whole visit
 #   benchmarks/gpu_visit.sh rest OUT     what visit leaves out: the first calls, the
-#                                        passes with the accelerator off and the host
-#                                        profile of warm small calls (about 130 s)
+#                                        passes with the accelerator off, the host
+#                                        profile of warm small calls and each reduction
+#                                        route timed alone (about 150 s)
 #
 # A session's device time is short (15 minutes, the start and the staging included), so
 # the limits below are sized for `tests` then `bench` on one warm machine; the archive
@@ -47,7 +48,7 @@ WHEELS="cutensor-cu13==2.8.1 nvmath-python==1.0.0 platformdirs==4.14.7 dask==202
 distributed==2026.8.0 cotengra==0.8.3 autoray==0.11.0 tornado==6.6.1 zict==3.0.0
 tblib==3.2.2 partd==1.4.2 locket==1.0.0"
 
-usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $work/NAME.log
   local name=$1 limit=$2; shift 2
@@ -111,6 +112,11 @@ host_profile() {  # where a warm small call spends its host time (about 30 s)
     --backend gpu --output "$work/host-profile.txt"
 }
 
+reduce_probe() {  # each route of the reduce suite alone, beside torch (visit 8's question)
+  CUPY_ACCELERATORS=cub,cutensor step reduce-probe 60 $PY benchmarks/reduce_probe.py \
+    --output "$work/reduce-probe.txt"
+}
+
 first_calls() {
   # First calls as users get them (cuTENSOR's cache files off: with them opted in,
   # case 13 crashed its process in visits 1 and 3 on the H200, cuTENSOR 2.8.0).
@@ -143,7 +149,7 @@ case "$mode" in
   small) small; plain small ;;
   bench) tccg float64; small; tccg float32; plain tccg; plain small ;;
   visit) tests; tccg float64; small; tccg float32 ;;
-  rest) first_calls; plain tccg; plain small; host_profile ;;
+  rest) first_calls; plain tccg; plain small; host_profile; reduce_probe ;;
   *) usage ;;
 esac
 pack
