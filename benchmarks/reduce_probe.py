@@ -22,6 +22,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import cupy
@@ -146,15 +147,14 @@ def report(passes: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--passes", type=int, default=2)
-    parser.add_argument("--output", help="write the report here (default: print it)")
+    parser.add_argument("--output", type=Path, help="write the report here (default: print it)")
     args = parser.parse_args()
     text = report(args.passes)
-    if args.output:
-        with open(args.output, "w") as file:
-            file.write(text)
-        print(f"wrote {args.output}")
-    else:
+    if args.output is None:
         print(text)
+        return
+    args.output.write_text(text)
+    print(f"wrote {args.output}")
 
 
 if __name__ == "__main__":

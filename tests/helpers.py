@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -166,3 +167,13 @@ def check_einsum(
             assert got is out, "einsum(out=...) must return out"
         assert_close(got, exact, np.asarray(expected_numpy).dtype, scale)
     return got
+
+
+def benchmark_script(name: str) -> Any:
+    """``benchmarks/<name>.py`` loaded as a module (the scripts are not a package)."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

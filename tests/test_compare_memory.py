@@ -3,19 +3,9 @@ checked against hand-computed figures."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from helpers import benchmark_script
 
 MIB = 1 << 20
-
-
-def _module():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "compare_memory.py"
-    spec = importlib.util.spec_from_file_location("compare_memory", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_table_sums_and_counts_the_cases_over_a_quarter():
@@ -28,7 +18,7 @@ def test_the_table_sums_and_counts_the_cases_over_a_quarter():
     ]
     doc = {"dtype": "float64", "memory": rows, "host": "a host", "command": "cmd",
            "commit": "abc1234"}
-    text = _module().memory_markdown(doc)
+    text = benchmark_script("compare_memory").memory_markdown(doc)
     lines = text.splitlines()
     assert "| numpy MiB | pytblis MiB |" in lines[6]
     assert "| 1 | `ab,bc->ac` | 100 | 30 | 0.30 | 10 | 0.10 | 100 | 4 |" in lines
@@ -49,7 +39,7 @@ def test_the_timing_table_gives_ratios_to_unbounded_and_their_geomean():
          "unbounded_bytes": 410 * MIB, "limit_bytes": 16 * MIB, "default_reason": "r"},
     ]
     doc = {"dtype": "float64", "timing": rows, "host": "h", "command": "c", "commit": "x"}
-    text = _module().timing_markdown(doc)
+    text = benchmark_script("compare_memory").timing_markdown(doc)
     assert ("| 20 | `fbea,ecfd->dcba` | 2.000 | 2.100 | 1.050 |  | 128.0 | 4.000 | 2.000 | "
             "15.0 | 1.0e-15 |") in text.splitlines()
     # geomeans: sqrt(1.05 * 0.9) = 0.972, sqrt(2 * 1) = 1.414; 1.05 counts as within 5%
@@ -69,7 +59,7 @@ def test_the_timing_table_gives_the_median_of_paired_ratios_and_their_spread():
          "limit_bytes": 16 * MIB, "paired": [1.08, 1.07, 1.06, 1.20]},
     ]
     doc = {"dtype": "float64", "timing": rows, "host": "h", "command": "c", "commit": "x"}
-    text = _module().timing_markdown(doc)
+    text = benchmark_script("compare_memory").timing_markdown(doc)
     assert ("| 20 | `fbea,ecfd->dcba` | 2.000 | 2.100 | 1.050 | 1.020 (0.980-1.100) | 128.0 | "
             "4.000 | 2.000 | 15.0 | 1.0e-15 |") in text.splitlines()
     # paired medians 1.02 and 1.075: geomean sqrt(1.02 * 1.075) = 1.047, one within 5%

@@ -3,24 +3,13 @@ on the GPU host by gpu_visit.sh; here on the CPU backend, with few calls)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location(
-        "host_profile", ROOT / "benchmarks" / "host_profile.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from helpers import benchmark_script
 
 
 def test_every_call_gets_its_time_route_and_profile(monkeypatch):
-    host_profile = _module()
+    host_profile = benchmark_script("host_profile")
     calls = {"4x4 matmul": host_profile.CALLS["4x4 matmul"],
              "trace 4x4": host_profile.CALLS["trace 4x4"]}
     monkeypatch.setattr(host_profile, "CALLS", calls)

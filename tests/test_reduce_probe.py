@@ -1,30 +1,18 @@
 """benchmarks/reduce_probe.py: each GPU route of the reduce suite's sums alone, checked
-against cupy.sum (marker ``gpu``: on CI on the gpu_double emulation, at small extents)."""
+against ndarray.sum (marker ``gpu``: on CI on the gpu_double emulation, at small extents)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
 
 import pytest
+from helpers import benchmark_script
 
 pytestmark = pytest.mark.gpu
 
-ROOT = Path(__file__).resolve().parent.parent
 
-
-def _module():
-    spec = importlib.util.spec_from_file_location(
-        "reduce_probe", ROOT / "benchmarks" / "reduce_probe.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_every_route_is_timed_and_matches_cupy_sum(monkeypatch):
-    probe = _module()
+def test_every_route_is_timed_and_matches_the_arrays_own_sum(monkeypatch):
+    probe = benchmark_script("reduce_probe")
     monkeypatch.setattr(probe, "CASES", {"middle": ("abcd", (8, 9, 10, 11), "ad"),
                                          "all": ("ab", (64, 80), "")})
     monkeypatch.setattr(probe, "SINGLE_CALLS", 2)
