@@ -11,7 +11,10 @@ copy of A:
 * ``loop``: events around 50 back-to-back calls, per call: the throughput;
 * ``host``: the host's time to issue those 50 calls, per call.
 
-Every result is checked against ``ndarray.sum``. Two passes, to show the spread.
+Every result (D filled with NaN before the checked call) is checked against NumPy's
+sum of the same data; each gpu_tc plan's reason (its workspace) follows the table.
+``cupy.sum`` is CuPy's own, through whatever ``CUPY_ACCELERATORS`` names. Two passes,
+to show the spread.
 
     python benchmarks/reduce_probe.py --output reduce-probe.txt
 """
@@ -95,38 +98,40 @@ def _torch_sum(a: cupy.ndarray, axes: tuple[int, ...]) -> Callable[[], Any] | No
 
 
 def _case_rows(name: str, labels: str, extents: tuple[int, ...], kept: str,
-               rng: np.random.Generator) -> list[str]:
-    """One table row per route of one case."""
-    a = cupy.asarray(rng.standard_normal(extents))
+               rng: np.random.Generator) -> tuple[list[str], list[str]]:
+    """One table row per route of one case, and each gpu_tc plan's reason."""
+    host = rng.standard_normal(extents)
+    a = cupy.asarray(host)
     axes = tuple(i for i, x in enumerate(labels) if x not in kept)
-    expected = a.sum(axis=axes)
+    expected = host.sum(axis=axes)
     problem = ReductionProblem(
         contiguous_spec(labels, extents, "d"),
         contiguous_spec(kept, [extents[labels.index(x)] for x in kept], "d"))
-    d = cupy.empty_like(expected)
+    d = cupy.empty(expected.shape)
     copy = cupy.empty_like(a)
+    plans = _routes(problem)
     calls: dict[str, Callable[[], Any]] = {
-        route: (lambda p=plan: p.execute((a,), d, UNSCALED, None))
-        for route, plan in _routes(problem).items()
+        route: (lambda p=plan: p.execute((a,), d, UNSCALED, None)) for route, plan in plans.items()
     }
     calls["cupy.sum"] = lambda: a.sum(axis=axes, out=d)
     torch_sum = _torch_sum(a, axes)
+    checks = dict(calls)  # what writes each route's result into d (or copy)
     if torch_sum is not None:
         calls["torch.sum"] = torch_sum
-    calls["copy of A"] = lambda: cupy.copyto(copy, a)
+        checks["torch.sum"] = lambda: cupy.copyto(d, cupy.asarray(torch_sum()))
+    calls["copy of A"] = checks["copy of A"] = lambda: cupy.copyto(copy, a)
     rows = []
     for route, call in calls.items():
-        single, loop, host = _times(call)
-        if route == "torch.sum":
-            error = float(abs(cupy.asarray(call()) - expected).max())
-        elif route == "copy of A":
-            error = float(abs(copy - a).max())
-        else:
-            call()
-            error = float(abs(d - expected).max())
+        single, loop, host_us = _times(call)
+        d.fill(float("nan"))  # a route that wrote nothing shows as nan
+        copy.fill(float("nan"))
+        checks[route]()
+        got, want = (copy, host) if route == "copy of A" else (d, expected)
+        error = float(np.abs(cupy.asnumpy(got) - want).max())
         rows.append(f"| {name} `{labels}->{kept}` | {route} | {single:.1f} | {loop:.1f} | "
-                    f"{host:.1f} | {error:.1e} |")
-    return rows
+                    f"{host_us:.1f} | {error:.1e} |")
+    reasons = [f"- {name}, {route}: {plan.reason}" for route, plan in plans.items()]
+    return rows, reasons
 
 
 def report(passes: int) -> str:
@@ -138,9 +143,12 @@ def report(passes: int) -> str:
     for index in range(passes):
         lines += [f"== pass {index + 1}", "| case | route | single | loop | host | max error |",
                   "|---|---|---|---|---|---|"]
+        reasons = []
         for name, (labels, extents, kept) in CASES.items():
-            lines += _case_rows(name, labels, extents, kept, rng)
-        lines.append("")
+            rows, why = _case_rows(name, labels, extents, kept, rng)
+            lines += rows
+            reasons += why
+        lines += ["", "gpu_tc's plans (workspace and launch):", *reasons, ""]
     return "\n".join(lines)
 
 
