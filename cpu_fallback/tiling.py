@@ -16,8 +16,8 @@ packed, a float dtype); elsewhere it is computed aside first and D counts as a c
 
 Among the cuts that fit, :func:`choose` takes the cheapest by a cost model in bytes
 copied: every copy (repacking included) weighted by how short its contiguous runs are,
-D written in place by how short its tile's runs are, plus the GEMM time a thin tile
-loses, plus a fixed cost per tile.
+D written in place by how short its tile's runs are, the packing BLAS does inside each
+tile's GEMM, plus the GEMM time a thin tile loses, plus a fixed cost per tile.
 """
 
 from __future__ import annotations
@@ -251,9 +251,26 @@ def _measure(
     if d == 0:
         written = (math.prod(problem.d.extents) * np.dtype(problem.d.dtype).itemsize
                    * (_weight(problem.d, chunks) - 1))
+    # Counted where gpu_tc calls BLAS's gemm itself; with D staged, the older measurement
+    # of 2 x 8 tiles against 4 x 4 stands.
+    packing = n_outer * n_inner * _blas_packing(low, problem) if blas_adds else 0.0
     cost = (over_tiles(wa, wb, wd) + re_read + written + TILE_COST_BYTES * n_outer * n_inner
-            + _thin_gemm_cost(low, problem))
+            + packing + _thin_gemm_cost(low, problem))
     return Tiling(outer, inner, a + b + d, int(over_tiles(a, b, d)), cost)
+
+
+def _blas_packing(low: Lowering, problem: ContractionProblem) -> float:
+    """The bytes BLAS's gemm packs into panels of its own in one tile's call: its A and B
+    matrices, once each, counted as a copy. 8 tiles that cut a free label and halve a
+    contracted one pack B 4x the bytes 4 tiles along the contracted label do; TCCG cases
+    20-30 ran as fast or up to 10% faster in those 4 tiles (22 of 22, float32 and
+    float64, an AVX-512 host; benchmarks/results/HISTORY.md)."""
+    if not isinstance(low, GemmLowering):
+        return 0.0
+    rows, inner = low.a.shape[-2:]
+    matrices = math.prod(low.a.shape[:-2])
+    return float(np.dtype(problem.d.dtype).itemsize * matrices
+                 * (rows * inner + inner * low.b.shape[-1]))
 
 
 def _thin_gemm_cost(low: Lowering, problem: ContractionProblem) -> float:
