@@ -159,6 +159,8 @@ def main() -> None:
                              "to six variants, four calls each)")
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args()
+    if args.output:  # before the runs (tens of minutes), not after them
+        args.output.parent.mkdir(parents=True, exist_ok=True)
     selected = cases("tccg", args.dtype)
     if args.cases:
         wanted = parse_case_ids(args.cases)
