@@ -97,6 +97,11 @@ def _torch_sum(a: cupy.ndarray, axes: tuple[int, ...]) -> Callable[[], Any] | No
     return lambda: torch.sum(t, dim=axes)
 
 
+def _executing(plan: Any, a: cupy.ndarray, d: cupy.ndarray) -> Callable[[], None]:
+    """A call of ``plan`` summing ``a`` into ``d``."""
+    return lambda: plan.execute((a,), d, UNSCALED, None)
+
+
 def _case_rows(name: str, labels: str, extents: tuple[int, ...], kept: str,
                rng: np.random.Generator) -> tuple[list[str], list[str]]:
     """One table row per route of one case, and each gpu_tc plan's reason."""
@@ -110,9 +115,7 @@ def _case_rows(name: str, labels: str, extents: tuple[int, ...], kept: str,
     d = cupy.empty(expected.shape)
     copy = cupy.empty_like(a)
     plans = _routes(problem)
-    calls: dict[str, Callable[[], Any]] = {
-        route: (lambda p=plan: p.execute((a,), d, UNSCALED, None)) for route, plan in plans.items()
-    }
+    calls = {route: _executing(plan, a, d) for route, plan in plans.items()}
     calls["cupy.sum"] = lambda: a.sum(axis=axes, out=d)
     torch_sum = _torch_sum(a, axes)
     checks = dict(calls)  # what writes each route's result into d (or copy)

@@ -1,5 +1,5 @@
 """benchmarks/reduce_probe.py: each GPU route of the reduce suite's sums alone, checked
-against ndarray.sum (marker ``gpu``: on CI on the gpu_double emulation, at small extents)."""
+against NumPy's sum (marker ``gpu``: on CI on the gpu_double emulation, at small extents)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from helpers import benchmark_script
 pytestmark = pytest.mark.gpu
 
 
-def test_every_route_is_timed_and_matches_the_arrays_own_sum(monkeypatch):
+def test_every_route_is_timed_and_matches_numpys_sum(monkeypatch):
     probe = benchmark_script("reduce_probe")
     monkeypatch.setattr(probe, "CASES", {"middle": ("abcd", (8, 9, 10, 11), "ad"),
                                          "all": ("ab", (64, 80), "")})
