@@ -188,6 +188,28 @@ def test_the_one_thread_kernel_has_numpys_bits_too():
     np.testing.assert_array_equal(d, x.sum(axis=1))
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("step", [1, 3])
+def test_a_row_of_any_length_has_numpys_bits(dtype, step):
+    """Rows of every length up to 300 and longer ones around powers of two (blocks of
+    128 and shorter, with and without a tail past the multiple of 8; contiguous and
+    with elements 3 apart), each summed alone, have NumPy's bits. The values span
+    sixteen decades, so any other order of additions shows."""
+    from cpu_fallback import pairwise_kernel
+
+    rng = np.random.default_rng(5)
+    lengths = [*range(2, 300), 383, 512, 520, 1000, 1024, 1031, 2048, 4093, 4096, 8200,
+               16384, 40_001]
+    for n in lengths:
+        x = (rng.standard_normal(n * step) * 10.0 ** rng.uniform(-8, 8, n * step)).astype(dtype)
+        row = x[::step]
+        problem = _problem(row, "a", "")
+        layout = row_layout(problem, problem.d)
+        d = np.full((), np.nan, dtype)
+        pairwise_kernel.run(row, d, layout, leaf_program(cuts(n, 1)), parallel=False)
+        assert d.tobytes() == np.add.reduce(row).tobytes(), n
+
+
 def test_a_strided_output_alpha_beta_and_an_addend(rng):
     x = rng.standard_normal((8, 50_000))
     problem = _problem(x, "ab", "a", d=np.empty((8, 3))[:, 1])
