@@ -191,7 +191,7 @@ def test_the_one_thread_kernel_has_numpys_bits_too():
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("step", [1, 3])
 def test_a_row_of_any_length_has_numpys_bits(dtype, step):
-    """Rows of every length up to 300 and longer ones around powers of two (blocks of
+    """Rows of every length from 2 to 299 and longer ones around powers of two (blocks of
     128 and shorter, with and without a tail past the multiple of 8; contiguous and
     with elements 3 apart), each summed alone, have NumPy's bits. The values span
     sixteen decades, so any other order of additions shows."""
