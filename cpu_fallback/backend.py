@@ -21,6 +21,7 @@ from gpu_tc.problem import (
     array_layout,
 )
 
+from . import mkl
 from .contraction import CpuContractionPlan
 from .elementwise import CpuElementwisePlan
 from .gathered import gathered_plans
@@ -163,12 +164,12 @@ class CpuBackend:
     def contraction_plan(self, problem: ContractionProblem, options: Options) -> PrimitivePlan:
         """A GEMM lowering of ``problem`` (see gpu_tc.gemm) whose copies stay within
         ``options.memory_limit`` or the default budget (in tiles where they would not);
-        where lowerings compete (pack an operand or loop over it, BLAS's GEMM or the
-        small-K kernel's, and where one copies or loops, the small-K kernel on the
-        operands where they lie: cpu_fallback.gathered, which also computes a broadcast
-        product as a K = 1 product) and the problem has measure.MIN_FLOPS (a product:
-        PRODUCT_MIN_BYTES of D), a plan that times them on its first calls
-        (cpu_fallback.measure)."""
+        where lowerings compete (pack an operand or loop over it; the GEMM by NumPy's
+        BLAS, by MKL's where installed (cpu_fallback.mkl) or by the small-K kernel; and
+        where one copies or loops, the small-K kernel on the operands where they lie:
+        cpu_fallback.gathered, which also computes a broadcast product as a K = 1
+        product) and the problem has measure.MIN_FLOPS (a product: PRODUCT_MIN_BYTES of
+        D), a plan that times them on its first calls (cpu_fallback.measure)."""
         budget = default_budget(problem) if options.memory_limit is None else options.memory_limit
         choices = policies(problem)
         if problem.flops < MIN_FLOPS and not _large_product(problem):
@@ -176,6 +177,10 @@ class CpuBackend:
         lowered = [CpuContractionPlan(problem, policy, budget) for policy in choices]
         lowered += [CpuContractionPlan(problem, plan.policy, budget, small_k=True)
                     for plan in lowered if plan.small_k_serves()]
+        engine = mkl.engine()
+        if engine is not None and engine.serves(problem.d.dtype):
+            lowered += [CpuContractionPlan(problem, policy, budget, engine=engine)
+                        for policy, plan in zip(choices, lowered) if plan.gemms]
         plans: list[PrimitivePlan] = list(lowered)
         if any(plan.rearranges or plan.multiplies for plan in lowered):
             plans += gathered_plans(problem, lowered[0], budget)

@@ -34,6 +34,8 @@ _PREFIXES = ("scipy_", "")
 _SUFFIXES = (("64_", True), ("_64", True), ("", False))
 _LIBRARY = re.compile(r"lib(scipy_)?(openblas|blas|cblas|mkl_rt|flexiblas|blis)[^/]*\.so")
 _LP64_LIMIT = 1 << 31
+# A CBLAS gemm and whether its integers are 64-bit.
+Found = tuple[Callable[..., None], bool]
 _TYPES: dict[np.dtype[Any], str] = {
     np.dtype(np.float32): "s", np.dtype(np.float64): "d",
     np.dtype(np.complex64): "c", np.dtype(np.complex128): "z",
@@ -61,42 +63,84 @@ def gemm(a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha: complex, beta: comp
         return False
     if d.dtype.kind != "c" and (np.imag(alpha) != 0 or np.imag(beta) != 0):
         return False  # a real gemm takes real scalars: NumPy's rules decide elsewhere
-    return _run(found, a, b, d, alpha, beta)
+    return run(found, a, b, d, alpha, beta)
 
 
-def _run(found: tuple[Callable[..., None], bool], a: np.ndarray, b: np.ndarray,
-         d: np.ndarray, alpha: complex, beta: complex) -> bool:
-    """:func:`gemm` through one CBLAS ``call`` (``wide``: 64-bit integers)."""
+def run(found: Found, a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha: complex,
+        beta: complex) -> bool:
+    """:func:`gemm` through one CBLAS ``call`` (``wide``: 64-bit integers) of any
+    library: False (nothing written) where it cannot take the arrays as they are."""
     call, wide = found
-    m, n, k = d.shape[0], d.shape[1], a.shape[1]
-    if m == 0 or n == 0:
+    if d.shape[0] == 0 or d.shape[1] == 0:
         return True
-    # Row-major D, or column-major D computed as D^T = B^T A^T.
-    d_layout = _layout(d)
-    if d_layout is None:
+    args = _matrix_arguments(a, b, d, wide)
+    if args is None:
         return False
-    if d_layout[0] == TRANS:
-        a, b, m, n = b.T, a.T, n, m
-    a_layout, b_layout = _layout(a), _layout(b)
-    if a_layout is None or b_layout is None:
-        return False
-    if not wide and max(m, n, k, a_layout[1], b_layout[1], d_layout[1]) >= _LP64_LIMIT:
-        return False
-    alpha_arg: float | int
-    beta_arg: float | int
-    if d.dtype.kind == "c":  # complex scalars go by pointer
-        scalars = np.array([alpha, beta], dtype=d.dtype)
-        alpha_arg, beta_arg = scalars[:1].ctypes.data, scalars[1:].ctypes.data
-    else:
-        alpha_arg, beta_arg = float(np.real(alpha)), float(np.real(beta))
-    call(ROW_MAJOR, a_layout[0], b_layout[0], m, n, k, alpha_arg,
-         a.ctypes.data, a_layout[1], b.ctypes.data, b_layout[1], beta_arg,
-         d.ctypes.data, d_layout[1])
+    alpha_arg, beta_arg, _held = scalar_arguments(d.dtype, alpha, beta)
+    (trans_a, trans_b, m, n, k), (a, lda), (b, ldb), ldd, _swapped = args
+    call(ROW_MAJOR, trans_a, trans_b, m, n, k, alpha_arg, a.ctypes.data, lda,
+         b.ctypes.data, ldb, beta_arg, d.ctypes.data, ldd)
     return True
 
 
-def _layout(x: np.ndarray) -> tuple[int, int] | None:
-    """:func:`matrix_layout` of an array."""
+def run_batched(found: Found, a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha: complex,
+                beta: complex) -> bool:
+    """:func:`run` on stacks of matrices (batch, rows, cols) through one strided batch
+    call (``cblas_?gemm_batch_strided``: the arguments of ``?gemm``, each matrix's stride
+    after its leading dimension, then the count): each ``d[i] = alpha a[i] @ b[i] +
+    beta d[i]``; False (nothing written) where it cannot take the stacks as they are."""
+    call, wide = found
+    count, rows, cols = d.shape
+    if count == 0 or rows == 0 or cols == 0:
+        return True
+    args = _matrix_arguments(a[0], b[0], d[0], wide)
+    steps = [x.strides[0] // x.itemsize for x in (a, b, d)]
+    if args is None or steps[2] <= 0 or min(steps) < 0 or (
+            not wide and max(*steps, count) >= _LP64_LIMIT):
+        return False
+    (trans_a, trans_b, m, n, k), (a0, lda), (b0, ldb), ldd, swapped = args
+    if swapped:
+        steps[0], steps[1] = steps[1], steps[0]
+    alpha_arg, beta_arg, _held = scalar_arguments(d.dtype, alpha, beta)
+    call(ROW_MAJOR, trans_a, trans_b, m, n, k, alpha_arg, a0.ctypes.data, lda, steps[0],
+         b0.ctypes.data, ldb, steps[1], beta_arg, d.ctypes.data, ldd, steps[2], count)
+    return True
+
+
+def _matrix_arguments(a: np.ndarray, b: np.ndarray, d: np.ndarray, wide: bool) -> Any:
+    """((trans A, trans B, m, n, k), (A, lda), (B, ldb), ldd, swapped) of a row-major
+    CBLAS call computing D from A and B (``swapped``: A and B exchanged and transposed,
+    where D is column-major: D^T = B^T A^T); None where a matrix has no unit stride
+    or, with 32-bit integers (``wide`` False), an extent or leading dimension past
+    them."""
+    m, n, k = d.shape[0], d.shape[1], a.shape[1]
+    d_layout = layout(d)
+    if d_layout is None:
+        return None
+    swapped = d_layout[0] == TRANS
+    if swapped:
+        a, b, m, n = b.T, a.T, n, m
+    a_layout, b_layout = layout(a), layout(b)
+    if a_layout is None or b_layout is None:
+        return None
+    if not wide and max(m, n, k, a_layout[1], b_layout[1], d_layout[1]) >= _LP64_LIMIT:
+        return None
+    return ((a_layout[0], b_layout[0], m, n, k), (a, a_layout[1]), (b, b_layout[1]),
+            d_layout[1], swapped)
+
+
+def scalar_arguments(dtype: np.dtype[Any], alpha: complex,
+                     beta: complex) -> tuple[float | int, float | int, Any]:
+    """alpha and beta as a CBLAS call of ``dtype`` takes them: real numbers, or for a
+    complex dtype pointers into the third value returned (keep it until the call)."""
+    if dtype.kind == "c":
+        scalars = np.array([alpha, beta], dtype=dtype)
+        return scalars[:1].ctypes.data, scalars[1:].ctypes.data, scalars
+    return float(np.real(alpha)), float(np.real(beta)), None
+
+
+def layout(x: np.ndarray) -> tuple[int, int] | None:
+    """:func:`matrix_layout` of an array (strides in bytes, whole elements)."""
     if any(s % x.itemsize for s in x.strides):
         return None
     return matrix_layout(x.shape, tuple(s // x.itemsize for s in x.strides))
@@ -117,7 +161,7 @@ def matrix_layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int
 
 
 @functools.cache
-def _gemm(letter: str) -> tuple[Callable[..., None], bool] | None:
+def _gemm(letter: str) -> Found | None:
     """CBLAS's ``{letter}gemm`` of NumPy's BLAS and whether its integers are 64-bit,
     checked on one product; None where it is not found or not right."""
     for path in _libraries():
@@ -125,21 +169,34 @@ def _gemm(letter: str) -> tuple[Callable[..., None], bool] | None:
             library = ctypes.CDLL(path)
         except OSError:
             continue
-        for prefix in _PREFIXES:
-            for suffix, wide in _SUFFIXES:
-                call = getattr(library, f"{prefix}cblas_{letter}gemm{suffix}", None)
-                if call is None:
-                    continue
-                call.restype = None
-                scalar = (ctypes.c_float if letter == "s" else ctypes.c_double
-                          if letter == "d" else ctypes.c_void_p)
-                index = ctypes.c_int64
-                call.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, index, index,
-                                 index, scalar, ctypes.c_void_p, index, ctypes.c_void_p,
-                                 index, scalar, ctypes.c_void_p, index]
-                if _checks((call, wide), letter):
-                    return call, wide
+        found = lookup(library, letter)
+        if found is not None:
+            return found
     return None
+
+
+def lookup(library: ctypes.CDLL, letter: str) -> Found | None:
+    """CBLAS's ``{letter}gemm`` in ``library`` under the names BLAS builds give it
+    (64-bit integers first), checked on one product; None where none is right."""
+    for prefix in _PREFIXES:
+        for suffix, wide in _SUFFIXES:
+            call = getattr(library, f"{prefix}cblas_{letter}gemm{suffix}", None)
+            if call is None:
+                continue
+            call.restype = None
+            index = ctypes.c_int64  # see the module docstring
+            call.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, index, index,
+                             index, scalar_type(letter), ctypes.c_void_p, index,
+                             ctypes.c_void_p, index, scalar_type(letter), ctypes.c_void_p,
+                             index]
+            if _checks((call, wide), letter):
+                return call, wide
+    return None
+
+
+def scalar_type(letter: str) -> Any:
+    """The ctypes type of alpha and beta in a CBLAS call of type ``letter``."""
+    return {"s": ctypes.c_float, "d": ctypes.c_double}.get(letter, ctypes.c_void_p)
 
 
 def _libraries() -> list[str]:
@@ -165,7 +222,7 @@ def _checks(found: tuple[Callable[..., None], bool], letter: str) -> bool:
     base = rng.integers(-3, 4, (3, 6)).astype(dtype)
     d = base.copy()[:, :4]  # rows 6 apart
     try:
-        ran = _run(found, a, b, d, 2, 1)
+        ran = run(found, a, b, d, 2, 1)
     except (ctypes.ArgumentError, OSError):
         return False
     return ran and bool(np.array_equal(d, 2 * (a @ b) + base[:, :4]))

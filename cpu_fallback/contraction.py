@@ -18,6 +18,7 @@ from gpu_tc.gemm import (
 from gpu_tc.problem import ContractionProblem, TensorSpec, contiguous_spec
 
 from . import cblas, kernels
+from .mkl import MklEngine
 from .permute import copy_permuted, write_scaled
 from .pool import HOST_POOL
 from .tiling import (
@@ -43,24 +44,32 @@ class CpuContractionPlan(PlanDefaults):
         policy: The lowering policy (gpu_tc.gemm.POLICIES) of the whole and its tiles.
         budget: Bytes the copies of one call may take (packed operands, a staged D);
             above it the plan runs in tiles (cpu_fallback.tiling). None: no bound.
+        small_k: The GEMM by the small-K kernel (cpu_fallback.small_k) where it serves.
+        engine: Whose GEMMs: None for NumPy's BLAS (numpy.matmul, cpu_fallback.cblas),
+            or MKL's (cpu_fallback.mkl; route "mkl:...").
     """
 
     def __init__(
         self, problem: ContractionProblem, policy: str = "heuristic", budget: int | None = None,
-        small_k: bool = False,
+        small_k: bool = False, engine: MklEngine | None = None,
     ) -> None:
         self.problem = problem
         self.policy = policy
+        self.engine = engine
         self.lowering = lower(problem, policy)
-        self.route = ("small-k:" if small_k else "blas:") + self.lowering.route
+        prefix = "small-k:" if small_k else "blas:" if engine is None else f"{engine.name}:"
+        self.route = prefix + self.lowering.route
         self.reason = self.lowering.reason
+        if engine is not None:
+            self.reason += f"; the GEMMs by {engine.name.upper()}"
         # The small-K kernel (cpu_fallback.small_k) computes the product instead of BLAS.
         self._small_k = None
         if small_k and isinstance(self.lowering, GemmLowering):
             self._small_k = _small_k_module()
             self.reason += f"; the GEMM by the small-K kernel (K = {self.lowering.a.shape[-1]})"
-        # A new result by numpy.matmul alone, where it writes D's layout (not the kernel's).
-        self.fresh = None if self._small_k else _fresh_call(self.lowering, problem)
+        # A new result by numpy.matmul alone, where it writes D's layout (not the kernel's
+        # nor another engine's).
+        self.fresh = (None if self._small_k or engine else _fresh_call(self.lowering, problem))
         low = self.lowering
         # D's axes from the (batch, rows, cols) order of an unpacked temporary.
         self._d_order = tuple(np.argsort(low.d.perm)) if isinstance(low, GemmLowering) else ()
@@ -68,7 +77,8 @@ class CpuContractionPlan(PlanDefaults):
         # they exceed the budget.
         self._tiled: dict[bool, TiledRun | None] = {False: None, True: None}
         # BLAS's gemm adds a product into D in place (beta), where it serves the dtype.
-        blas_adds = cblas.available(problem.d.dtype)
+        blas_adds = (cblas.available(problem.d.dtype) if engine is None
+                     else engine.serves(problem.d.dtype))
         self._adds_in_place = (blas_adds and isinstance(low, GemmLowering)
                                and adds_in_place(low, problem))
         peaks = []
@@ -78,7 +88,7 @@ class CpuContractionPlan(PlanDefaults):
                 tiling = choose(problem, policy, budget, staged, blas_adds)
                 peak = tiling.peak_bytes
                 if tiling.tiles > 1:
-                    self._tiled[staged] = TiledRun(problem, policy, tiling)
+                    self._tiled[staged] = TiledRun(problem, policy, tiling, engine)
             peaks.append(peak)
         self.temporary_bytes = max(peaks)
         plain, scaled = self._tiled[False], self._tiled[True]
@@ -118,6 +128,11 @@ class CpuContractionPlan(PlanDefaults):
             low.a.pack or low.b.pack or low.d.pack or len(low.d.shape) > 2)
 
     @property
+    def gemms(self) -> bool:
+        """Whether this plan's product is a GEMM (not a broadcast multiply, not empty)."""
+        return isinstance(self.lowering, GemmLowering)
+
+    @property
     def multiplies(self) -> bool:
         """Whether this plan's product is a broadcast multiply (nothing summed)."""
         return isinstance(self.lowering, MultiplyLowering)
@@ -149,7 +164,7 @@ class CpuContractionPlan(PlanDefaults):
             d_mat = d.transpose(low.d.perm).reshape(low.d.shape)
             if self._small_k is not None and self._small_k.gemm(a_mat, b_mat, d_mat, alpha):
                 return
-            np.matmul(a_mat, b_mat, out=d_mat)
+            self._matmul(a_mat, b_mat, d_mat)
             if alpha != 1:
                 np.multiply(d_mat, alpha, out=d_mat)
             return
@@ -157,12 +172,19 @@ class CpuContractionPlan(PlanDefaults):
             if c is not d:
                 np.multiply(c, beta, out=d)
                 c, beta = d, 1
-            if cblas.gemm(a_mat, b_mat, d.transpose(low.d.perm).reshape(low.d.shape),
-                          alpha, beta):
+            gemm = cblas.gemm if self.engine is None else self.engine.gemm
+            if gemm(a_mat, b_mat, d.transpose(low.d.perm).reshape(low.d.shape), alpha, beta):
                 return
         temp, unmerged = _buffer(low.d, d.dtype)
-        np.matmul(a_mat, b_mat, out=temp)
+        self._matmul(a_mat, b_mat, temp)
         write_scaled(unmerged.transpose(self._d_order), d, alpha, beta, c)
+
+    def _matmul(self, a_mat: Any, b_mat: Any, out: Any) -> None:
+        """``out = a_mat @ b_mat`` by this plan's engine."""
+        if self.engine is None:
+            np.matmul(a_mat, b_mat, out=out)
+        else:
+            self.engine.matmul(a_mat, b_mat, out)
 
 
 class TiledRun:
@@ -170,8 +192,10 @@ class TiledRun:
     CpuContractionPlan of the tile; the operand of an outer chunk is packed once; the
     chunks of a contracted label after the first add into their D tile."""
 
-    def __init__(self, problem: ContractionProblem, policy: str, tiling: Tiling) -> None:
+    def __init__(self, problem: ContractionProblem, policy: str, tiling: Tiling,
+                 engine: MklEngine | None = None) -> None:
         self.tiling = tiling
+        self._engine = engine
         self._held = hoisted(problem, tiling.inner)
         self._cuts = [c for c in (tiling.outer, tiling.inner) if c is not None]
         self._accumulating = [accumulates(problem, c) for c in self._cuts]
@@ -187,7 +211,8 @@ class TiledRun:
         plan = self._plans.get(sizes)
         if plan is None:
             tile = tile_problem(self._problem, {c.label: n for c, n in zip(self._cuts, sizes)})
-            plan = self._plans[sizes] = CpuContractionPlan(tile, self._policy)
+            plan = self._plans[sizes] = CpuContractionPlan(tile, self._policy,
+                                                           engine=self._engine)
         return plan
 
     def execute(self, a: Any, b: Any, d: Any, scalars: Scalars, c: Any) -> None:

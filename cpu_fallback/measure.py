@@ -300,8 +300,9 @@ def _run_variant(choice: Choice, plans: Sequence[PrimitivePlan], variant: int, t
 
 def engines(plans: Sequence[PrimitivePlan]) -> list[str]:
     """Whose threads each plan's calls leave spinning: 'numpy' for NumPy's broadcast
-    multiply (one thread, none left spinning), 'blas' for another BLAS route, else
-    'openmp' (gpu_tc's own kernels)."""
+    multiply (one thread, none left spinning), 'blas' for another route on NumPy's BLAS,
+    else 'openmp' (gpu_tc's own kernels, and MKL's GEMMs: cpu_fallback.mkl runs them on
+    the same OpenMP threads)."""
     return ["numpy" if plan.route == "blas:multiply"
             else "blas" if str(plan.route).startswith("blas:") else "openmp"
             for plan in plans]

@@ -57,3 +57,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def rng(request: pytest.FixtureRequest) -> np.random.Generator:
     """A generator seeded from the test's node id: stable across runs and workers."""
     return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+
+
+@pytest.fixture
+def without_mkl(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No MKL engine (cpu_fallback.mkl) for plans built in the test: for tests that count
+    the variants NumPy's BLAS and gpu_tc's kernels offer."""
+    from cpu_fallback import mkl
+
+    monkeypatch.setattr(mkl, "engine", lambda: None)

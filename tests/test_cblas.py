@@ -11,7 +11,7 @@ import pytest
 from helpers import assert_close, reference_einsum
 
 import gpu_tc
-from cpu_fallback import cblas
+from cpu_fallback import cblas, mkl
 from gpu_tc import Options
 from gpu_tc.errors import MemoryLimitError
 
@@ -33,11 +33,20 @@ def test_numpys_blas_is_found_on_linux():
     assert not cblas.available("int64") and not cblas.available("float16")
 
 
+def _mkl_gemm(*args):
+    """MKL's gemm (cpu_fallback.mkl), which must take the same arrays as NumPy's."""
+    engine = mkl.engine()
+    if engine is None:
+        pytest.skip("no MKL engine here (pip install 'gpu-tc[mkl]'; Linux x86-64)")
+    return engine.gemm(*args)
+
+
+@pytest.mark.parametrize("gemm", [cblas.gemm, _mkl_gemm], ids=["numpy-blas", "mkl"])
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("d_order", ["C", "F"])
 @pytest.mark.parametrize("a_t", [False, True])
 @pytest.mark.parametrize("b_t", [False, True])
-def test_gemm_adds_into_a_strided_d_like_matmul(dtype, d_order, a_t, b_t):
+def test_gemm_adds_into_a_strided_d_like_matmul(gemm, dtype, d_order, a_t, b_t):
     rng = np.random.default_rng(0)
     a = _random(rng, (23, 17), dtype)
     b = _random(rng, (17, 29), dtype)
@@ -49,7 +58,7 @@ def test_gemm_adds_into_a_strided_d_like_matmul(dtype, d_order, a_t, b_t):
     d_whole = base.copy(order="K")
     d = d_whole[3:26, 5:34]  # a leading dimension larger than the matrix
     alpha, beta = (1.5 - 0.25j, -0.5 + 2j) if np.dtype(dtype).kind == "c" else (1.5, -0.5)
-    assert cblas.gemm(a, b, d, alpha, beta)
+    assert gemm(a, b, d, alpha, beta)
     expected = alpha * (a @ b) + beta * base[3:26, 5:34]
     assert_close(d, expected, dtype, np.abs(a) @ np.abs(b) + np.abs(base[3:26, 5:34]))
     untouched = np.ones(d_whole.shape, bool)

@@ -208,7 +208,7 @@ def test_a_memory_limit_below_its_panels_leaves_it_out(rng):
     assert gathered_plans(problem, CpuContractionPlan(problem), need - 1) == []
 
 
-def test_einsum_offers_it_beside_the_lowerings_and_stays_correct(rng):
+def test_einsum_offers_it_beside_the_lowerings_and_stays_correct(rng, without_mkl):
     """TCCG case 10 at a third of its extents: a packed lowering, so the measured plan
     times the gathered one too; every call's result is the reference's."""
     a, b = rng.standard_normal((24, 24)), rng.standard_normal((24, 24, 24, 24))

@@ -89,8 +89,18 @@ def host(blas_found: blas_env.BlasEnvironment | None = None) -> dict[str, Any]:
         "opt_einsum": package_version("opt_einsum"),
         "torch": package_version("torch"),
         "torch_blas": torch_blas(),
+        "gpu_tc_mkl": mkl_engine(),
         "pytblis": package_version("pytblis"),
     }
+
+
+def mkl_engine() -> str | None:
+    """MKL as gpu_tc's second GEMM engine (cpu_fallback.mkl: loaded here if not yet),
+    in one line; None where there is none."""
+    from cpu_fallback import mkl
+
+    engine = mkl.engine()
+    return None if engine is None else engine.describe()
 
 
 def torch_blas() -> str | None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from . import memory
 from .suites import DTYPES, SUITES, Metric
-from .text import blas_line, number, title, torch_blas_note, variables_line
+from .text import blas_line, engines_note, number, title, torch_blas_note, variables_line
 
 SUMMARY_NAME = "summary.md"
 
@@ -114,7 +114,7 @@ def markdown(doc: dict[str, Any]) -> str:
         f"gpu_tc {env.get('gpu_tc')}; {doc['created']}.",
         "",
         f"BLAS: {blas_line(env)}; BLAS and threading variables: {variables_line(env)}."
-        f"{torch_blas_note(env)}",
+        f"{torch_blas_note(env)}{engines_note(env)}",
         "",
     ]
     lines += [line for warning in doc.get("warnings", []) for line in

@@ -52,6 +52,17 @@ def torch_blas_note(env: dict[str, Any]) -> str:
     return f" torch runs its own BLAS ({found}, from its build settings)." if found else ""
 
 
+def engines_note(env: dict[str, Any]) -> str:
+    """A sentence naming gpu_tc's GEMM engines where the report recorded them (see
+    gpu_tc.bench.environment.mkl_engine), else ""."""
+    if "gpu_tc_mkl" not in env:
+        return ""
+    found = env["gpu_tc_mkl"]
+    if found is None:
+        return " gpu_tc's GEMMs: NumPy's BLAS only (no MKL engine)."
+    return (f" gpu_tc's GEMMs: NumPy's BLAS and {found}, the faster measured per plan.")
+
+
 def variables_line(env: dict[str, Any]) -> str:
     """The BLAS and threading variables of a report's host, e.g. "OMP_NUM_THREADS=1"."""
     found = env.get("blas_variables")

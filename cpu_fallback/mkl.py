@@ -1,0 +1,230 @@
+"""Intel MKL's GEMM as a second engine beside NumPy's BLAS, where the optional ``mkl``
+package is installed (``pip install "gpu-tc[mkl]"``).
+
+On the 2-core AVX-512 Xeon the benchmarks ran on, MKL's settled dgemm ran 1.13-1.24x
+OpenBLAS's at four TCCG shapes and gpu_tc's own plans ran 1.29-1.84x faster on it at half
+extents (benchmarks/results/xeon-avx512/current/gemm-engines/); its sgemm ran 0.96-1.08x.
+No rule says where it wins, so a contraction plan offers its GEMM lowerings on both
+engines and the measurement (cpu_fallback.measure) keeps the faster.
+
+The library is libmkl_rt from the ``mkl`` wheel (under sys.prefix/lib, else the user
+base's lib), loaded on the first plan that times its variants; there is no engine where
+NumPy's own BLAS is MKL (it already runs every GEMM), where GPU_TC_MKL=0, or off Linux.
+MKL runs its threads on GNU OpenMP, libgomp: the threads gpu_tc's compiled kernels use
+(cpu_fallback.openmp), loaded first with their spin count, so that the two never run
+two thread teams at once; without libgomp or MKL's GNU layer there is no engine (MKL
+would load a second OpenMP runtime, or end the process where it finds none). A user's
+MKL_THREADING_LAYER is kept. Its thread count is OpenMP's, one per CPU this process may
+use, unless MKL_NUM_THREADS or OMP_NUM_THREADS says otherwise; threadpoolctl's limits
+reach it as they reach NumPy's BLAS.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import glob
+import math
+import os
+import site
+import sys
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from . import cblas, openmp
+
+DISABLE_VARIABLE = "GPU_TC_MKL"
+# mkl_service.h: MKL_THREADING_INTEL, SEQUENTIAL, PGI, GNU, TBB = 0, 1, 2, 3, 4.
+_THREADING_GNU = 3
+_LETTERS: dict[np.dtype[Any], str] = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
+            np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
+
+
+class MklEngine:
+    """MKL's ``?gemm`` and ``?gemm_batch_strided`` (64-bit integers) for float32,
+    float64, complex64 and complex128.
+
+    Args:
+        library: libmkl_rt, loaded, its threading layer set.
+        path: Where it was loaded from.
+    """
+
+    name = "mkl"
+
+    def __init__(self, library: ctypes.CDLL, path: str) -> None:
+        self.path = path
+        text = ctypes.create_string_buffer(256)
+        library.MKL_Get_Version_String(text, len(text))
+        self.version = text.value.decode(errors="replace").strip()
+        self._library = library
+        self._gemm = {letter: cblas.lookup(library, letter) for letter in "sdcz"}
+        self._batched = {letter: _batched_call(library, letter) for letter in "sdcz"}
+
+    def threads(self) -> int:
+        """The threads MKL's next GEMM may use (MKL_Get_Max_Threads)."""
+        return int(self._library.MKL_Get_Max_Threads())
+
+    def describe(self) -> str:
+        """One line for reports: version, file, threading layer and threads."""
+        layer = os.environ.get("MKL_THREADING_LAYER", "GNU OpenMP")
+        short = self.version.split(" Product")[0].split("-Product")[0]
+        return (f"{short} ({os.path.basename(self.path)}, {layer}, "
+                f"{self.threads()} threads)")
+
+    def serves(self, dtype: Any) -> bool:
+        """Whether MKL runs the GEMMs of ``dtype``."""
+        letter = _LETTERS.get(np.dtype(dtype))
+        return letter is not None and self._gemm[letter] is not None
+
+    def gemm(self, a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha: complex,
+             beta: complex) -> bool:
+        """``d = alpha * a @ b + beta * d`` for matrices, as :func:`cblas.gemm` (False,
+        nothing written, where MKL cannot take the arrays as they are, and in a process
+        forked after OpenMP was loaded: its threads would wait forever there, see
+        cpu_fallback.openmp)."""
+        letter = _LETTERS.get(d.dtype)
+        found = None if letter is None else self._gemm[letter]
+        if found is None or not a.dtype == b.dtype == d.dtype or openmp.forked():
+            return False
+        if d.dtype.kind != "c" and (np.imag(alpha) != 0 or np.imag(beta) != 0):
+            return False
+        return cblas.run(found, a, b, d, alpha, beta)
+
+    def matmul(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        """``out = a @ b`` for matrices or stacks of one batch shape, as numpy.matmul
+        writes it; numpy.matmul runs what MKL cannot take as it is (see :meth:`gemm`)."""
+        if out.ndim == 2:
+            if self.gemm(a, b, out, 1, 0):
+                return
+        elif a.shape[:-2] == b.shape[:-2] == out.shape[:-2] and self._stacks(a, b, out):
+            return
+        np.matmul(a, b, out=out)
+
+    def _stacks(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
+        """``out = a @ b`` over stacks: one strided batch call where each stack's batch
+        axes merge into one, else one per index of all batch axes but the last; False
+        where MKL cannot take them (numpy.matmul then writes all of ``out``)."""
+        letter = _LETTERS.get(out.dtype)
+        found = None if letter is None else self._batched[letter]
+        if (found is None or not a.dtype == b.dtype == out.dtype or not _whole(a, b, out)
+                or openmp.forked()):
+            return False
+        a3, b3, out3 = (_merged(x) for x in (a, b, out))
+        if a3 is not None and b3 is not None and out3 is not None:
+            return _apart(out3) and cblas.run_batched(found, a3, b3, out3, 1, 0)
+        if out.ndim == 3:
+            return False
+        for index in np.ndindex(out.shape[:-3]):
+            if not (_apart(out[index])
+                    and cblas.run_batched(found, a[index], b[index], out[index], 1, 0)):
+                return False
+        return True
+
+
+def _whole(*arrays: np.ndarray) -> bool:
+    """Whether every stride is a whole number of elements."""
+    return all(s % x.itemsize == 0 for x in arrays for s in x.strides)
+
+
+def _merged(x: np.ndarray) -> np.ndarray | None:
+    """A stack's batch axes as one (a view), or None where no single stride steps
+    through them in order."""
+    if x.ndim == 3:
+        return x
+    step, expected = 0, None
+    for extent, stride in reversed(list(zip(x.shape[:-2], x.strides[:-2]))):
+        if extent == 1:
+            continue
+        if expected is None:
+            step = stride
+        elif stride != expected:
+            return None
+        expected = stride * extent
+    return as_strided(x, (math.prod(x.shape[:-2]),) + x.shape[-2:], (step,) + x.strides[-2:],
+                      writeable=x.flags.writeable)
+
+
+def _apart(x: np.ndarray) -> bool:
+    """Whether the matrices of a (batch, rows, cols) stack lie one after another without
+    overlap (a batch call's D must)."""
+    if x.shape[0] <= 1:
+        return True
+    span = sum((n - 1) * abs(s) for n, s in zip(x.shape[1:], x.strides[1:])) + x.itemsize
+    return x.strides[0] >= span
+
+
+@functools.cache
+def engine() -> MklEngine | None:
+    """This process's MKL engine, loaded on the first call; None where there is none
+    (see the module docstring)."""
+    if (os.environ.get(DISABLE_VARIABLE, "").lower() in {"0", "off", "false", "no"}
+            or not sys.platform.startswith("linux") or _numpy_runs_mkl()):
+        return None
+    path = next(iter(_library_paths()), None)
+    if path is None:
+        return None
+    chosen_layer = "MKL_THREADING_LAYER" in os.environ
+    if not chosen_layer and not glob.glob(os.path.join(os.path.dirname(path),
+                                                       "libmkl_gnu_thread.so*")):
+        return None
+    try:
+        with openmp.spin_environment():  # as gpu_tc's kernels load it (a no-op after them)
+            ctypes.CDLL("libgomp.so.1")
+        library = ctypes.CDLL(path)
+    except OSError:
+        return None
+    if not chosen_layer:
+        library.MKL_Set_Threading_Layer.argtypes = [ctypes.c_int]
+        library.MKL_Set_Threading_Layer.restype = ctypes.c_int
+        if library.MKL_Set_Threading_Layer(_THREADING_GNU) != _THREADING_GNU:
+            return None
+    if "MKL_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
+        library.MKL_Set_Num_Threads.argtypes = [ctypes.c_int]
+        library.MKL_Set_Num_Threads(len(os.sched_getaffinity(0)))
+    found = MklEngine(library, path)
+    return found if any(found.serves(t) for t in _LETTERS) else None
+
+
+def _numpy_runs_mkl() -> bool:
+    """Whether NumPy's own BLAS is MKL (a conda or Intel build), as its build recorded."""
+    try:
+        name = np.__config__.CONFIG["Build Dependencies"]["blas"]["name"]  # type: ignore[attr-defined]
+    except (AttributeError, KeyError, TypeError):
+        return False
+    return "mkl" in str(name).lower()
+
+
+def _library_paths() -> list[str]:
+    """libmkl_rt files where the ``mkl`` wheel installs them: sys.prefix/lib, then the
+    user base's lib (``pip install --user``); the newest soname first."""
+    found = []
+    for base in dict.fromkeys((sys.prefix, site.getuserbase())):
+        names = glob.glob(os.path.join(base, "lib", "libmkl_rt.so*"))
+        found += sorted(names, key=lambda p: (len(p), p), reverse=True)
+    return found
+
+
+def _batched_call(library: ctypes.CDLL, letter: str) -> cblas.Found | None:
+    """MKL's ``cblas_{letter}gemm_batch_strided_64``, checked on one small stack; None
+    where it is missing or wrong."""
+    call = getattr(library, f"cblas_{letter}gemm_batch_strided_64", None)
+    if call is None:
+        return None
+    call.restype = None
+    index, pointer, scalar = ctypes.c_int64, ctypes.c_void_p, cblas.scalar_type(letter)
+    call.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, index, index, index, scalar,
+                     pointer, index, index, pointer, index, index, scalar, pointer, index,
+                     index, index]
+    dtype: np.dtype[Any] = next(t for t, x in _LETTERS.items() if x == letter)
+    rng = np.random.default_rng(0)
+    a = rng.integers(-3, 4, (3, 2, 5)).astype(dtype)
+    b = rng.integers(-3, 4, (3, 4, 5)).astype(dtype).swapaxes(1, 2)  # column-major
+    base = rng.integers(-3, 4, (3, 2, 6)).astype(dtype)
+    d = base.copy()[:, :, :4]
+    try:
+        ran = cblas.run_batched((call, True), a, b, d, 2, 1)
+    except (ctypes.ArgumentError, OSError):
+        return None
+    return (call, True) if ran and np.array_equal(d, 2 * (a @ b) + base[:, :, :4]) else None
