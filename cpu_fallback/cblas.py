@@ -88,17 +88,20 @@ def run_batched(found: Found, a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha
     """:func:`run` on stacks of matrices (batch, rows, cols) through one strided batch
     call (``cblas_?gemm_batch_strided``: the arguments of ``?gemm``, each matrix's stride
     after its leading dimension, then the count): each ``d[i] = alpha a[i] @ b[i] +
-    beta d[i]``; False (nothing written) where it cannot take the stacks as they are."""
+    beta d[i]``; False (nothing written) where it cannot take the stacks as they are: a
+    negative batch stride, or D's matrices closer than its leading dimension times its
+    rows (which also keeps them apart)."""
     call, wide = found
     count, rows, cols = d.shape
     if count == 0 or rows == 0 or cols == 0:
         return True
     args = _matrix_arguments(a[0], b[0], d[0], wide)
     steps = [x.strides[0] // x.itemsize for x in (a, b, d)]
-    if args is None or steps[2] <= 0 or min(steps) < 0 or (
-            not wide and max(*steps, count) >= _LP64_LIMIT):
+    if args is None or min(steps) < 0 or (not wide and max(*steps, count) >= _LP64_LIMIT):
         return False
     (trans_a, trans_b, m, n, k), (a0, lda), (b0, ldb), ldd, swapped = args
+    if steps[2] < ldd * m:
+        return False  # MKL refuses a D stride below ldd * m, writing nothing
     if swapped:
         steps[0], steps[1] = steps[1], steps[0]
     alpha_arg, beta_arg, _held = scalar_arguments(d.dtype, alpha, beta)
@@ -158,6 +161,13 @@ def matrix_layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int
         ld = col if cols > 1 else max(rows, 1)
         return (TRANS, ld) if ld >= max(rows, 1) else None
     return None
+
+
+def find_all() -> None:
+    """Look NumPy's gemm up for every dtype now (before another BLAS loads, which
+    :func:`_libraries` could take for NumPy's)."""
+    for letter in _TYPES.values():
+        _gemm(letter)
 
 
 @functools.cache

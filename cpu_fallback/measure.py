@@ -302,7 +302,7 @@ def engines(plans: Sequence[PrimitivePlan]) -> list[str]:
     """Whose threads each plan's calls leave spinning: 'numpy' for NumPy's broadcast
     multiply (one thread, none left spinning), 'blas' for another route on NumPy's BLAS,
     else 'openmp' (gpu_tc's own kernels, and MKL's GEMMs: cpu_fallback.mkl runs them on
-    the same OpenMP threads)."""
+    GNU OpenMP's threads, the kernels' own)."""
     return ["numpy" if plan.route == "blas:multiply"
             else "blas" if str(plan.route).startswith("blas:") else "openmp"
             for plan in plans]

@@ -9,14 +9,16 @@ engines and the measurement (cpu_fallback.measure) keeps the faster.
 
 The library is libmkl_rt from the ``mkl`` wheel (under sys.prefix/lib, else the user
 base's lib), loaded on the first plan that times its variants; there is no engine where
-NumPy's own BLAS is MKL (it already runs every GEMM), where GPU_TC_MKL=0, or off Linux.
-MKL runs its threads on GNU OpenMP, libgomp: the threads gpu_tc's compiled kernels use
-(cpu_fallback.openmp), loaded first with their spin count, so that the two never run
-two thread teams at once; without libgomp or MKL's GNU layer there is no engine (MKL
-would load a second OpenMP runtime, or end the process where it finds none). A user's
-MKL_THREADING_LAYER is kept. Its thread count is OpenMP's, one per CPU this process may
-use, unless MKL_NUM_THREADS or OMP_NUM_THREADS says otherwise; threadpoolctl's limits
-reach it as they reach NumPy's BLAS.
+NumPy's own BLAS is MKL (it already runs every GEMM), where GPU_TC_MKL=0, off Linux, or
+in a process forked after OpenMP was loaded (cpu_fallback.openmp: its threads would wait
+forever there; a plan made before the fork runs NumPy's BLAS in the child). MKL runs its
+threads on GNU OpenMP, libgomp: the threads of gpu_tc's compiled kernels, loaded first
+with their spin count, and like them one GEMM at a time (openmp.LOCK). Without libgomp
+or MKL's GNU layer, or where MKL_THREADING_LAYER names another, there is no engine (MKL
+would load a second OpenMP runtime, or end the process where it finds none). Its thread
+count is OpenMP's, one per CPU this process may use, unless MKL_NUM_THREADS or
+OMP_NUM_THREADS says otherwise; threadpoolctl's limits reach it once it is loaded (not
+those of a ``threadpool_limits`` block entered before).
 """
 
 from __future__ import annotations
@@ -67,11 +69,9 @@ class MklEngine:
         return int(self._library.MKL_Get_Max_Threads())
 
     def describe(self) -> str:
-        """One line for reports: version, file, threading layer and threads."""
-        layer = os.environ.get("MKL_THREADING_LAYER", "GNU OpenMP")
+        """One line for reports: version, file and threads (on GNU OpenMP)."""
         short = self.version.split(" Product")[0].split("-Product")[0]
-        return (f"{short} ({os.path.basename(self.path)}, {layer}, "
-                f"{self.threads()} threads)")
+        return f"{short} ({os.path.basename(self.path)}, GNU OpenMP, {self.threads()} threads)"
 
     def serves(self, dtype: Any) -> bool:
         """Whether MKL runs the GEMMs of ``dtype``."""
@@ -90,16 +90,25 @@ class MklEngine:
             return False
         if d.dtype.kind != "c" and (np.imag(alpha) != 0 or np.imag(beta) != 0):
             return False
-        return cblas.run(found, a, b, d, alpha, beta)
+        with openmp.LOCK:
+            return cblas.run(found, a, b, d, alpha, beta)
 
     def matmul(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-        """``out = a @ b`` for matrices or stacks of one batch shape, as numpy.matmul
-        writes it; numpy.matmul runs what MKL cannot take as it is (see :meth:`gemm`)."""
-        if out.ndim == 2:
+        """``out = a @ b`` for matrices or stacks (an operand's batch axes of extent 1
+        broadcast), as numpy.matmul writes it; numpy.matmul runs what MKL cannot take
+        as it is (see :meth:`gemm`)."""
+        if out.ndim == 2 and a.ndim == b.ndim == 2:
             if self.gemm(a, b, out, 1, 0):
                 return
-        elif a.shape[:-2] == b.shape[:-2] == out.shape[:-2] and self._stacks(a, b, out):
-            return
+        elif out.ndim > 2 and a.ndim == b.ndim == out.ndim:
+            batch = out.shape[:-2]
+            try:  # an operand's batch axes of extent 1, broadcast (stride 0) as matmul does
+                stacks = (np.broadcast_to(a, batch + a.shape[-2:]),
+                          np.broadcast_to(b, batch + b.shape[-2:]))
+            except ValueError:
+                stacks = None  # numpy.matmul's error follows
+            if stacks is not None and self._stacks(*stacks, out):
+                return
         np.matmul(a, b, out=out)
 
     def _stacks(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
@@ -113,13 +122,14 @@ class MklEngine:
             return False
         a3, b3, out3 = (_merged(x) for x in (a, b, out))
         if a3 is not None and b3 is not None and out3 is not None:
-            return _apart(out3) and cblas.run_batched(found, a3, b3, out3, 1, 0)
+            with openmp.LOCK:
+                return cblas.run_batched(found, a3, b3, out3, 1, 0)
         if out.ndim == 3:
             return False
-        for index in np.ndindex(out.shape[:-3]):
-            if not (_apart(out[index])
-                    and cblas.run_batched(found, a[index], b[index], out[index], 1, 0)):
-                return False
+        with openmp.LOCK:
+            for index in np.ndindex(out.shape[:-3]):
+                if not cblas.run_batched(found, a[index], b[index], out[index], 1, 0):
+                    return False  # the first refuses where any would: the layouts repeat
         return True
 
 
@@ -146,40 +156,29 @@ def _merged(x: np.ndarray) -> np.ndarray | None:
                       writeable=x.flags.writeable)
 
 
-def _apart(x: np.ndarray) -> bool:
-    """Whether the matrices of a (batch, rows, cols) stack lie one after another without
-    overlap (a batch call's D must)."""
-    if x.shape[0] <= 1:
-        return True
-    span = sum((n - 1) * abs(s) for n, s in zip(x.shape[1:], x.strides[1:])) + x.itemsize
-    return x.strides[0] >= span
-
-
 @functools.cache
 def engine() -> MklEngine | None:
     """This process's MKL engine, loaded on the first call; None where there is none
     (see the module docstring)."""
     if (os.environ.get(DISABLE_VARIABLE, "").lower() in {"0", "off", "false", "no"}
-            or not sys.platform.startswith("linux") or _numpy_runs_mkl()):
+            or not sys.platform.startswith("linux") or openmp.forked() or _numpy_runs_mkl()):
         return None
     path = next(iter(_library_paths()), None)
-    if path is None:
+    layer = os.environ.get("MKL_THREADING_LAYER")
+    if path is None or layer not in (None, "GNU", "gnu") or not glob.glob(
+            os.path.join(os.path.dirname(path), "libmkl_gnu_thread.so*")):
         return None
-    chosen_layer = "MKL_THREADING_LAYER" in os.environ
-    if not chosen_layer and not glob.glob(os.path.join(os.path.dirname(path),
-                                                       "libmkl_gnu_thread.so*")):
-        return None
+    cblas.find_all()  # NumPy's BLAS found first: libmkl_rt is a BLAS by its name too
     try:
         with openmp.spin_environment():  # as gpu_tc's kernels load it (a no-op after them)
             ctypes.CDLL("libgomp.so.1")
         library = ctypes.CDLL(path)
     except OSError:
         return None
-    if not chosen_layer:
-        library.MKL_Set_Threading_Layer.argtypes = [ctypes.c_int]
-        library.MKL_Set_Threading_Layer.restype = ctypes.c_int
-        if library.MKL_Set_Threading_Layer(_THREADING_GNU) != _THREADING_GNU:
-            return None
+    library.MKL_Set_Threading_Layer.argtypes = [ctypes.c_int]
+    library.MKL_Set_Threading_Layer.restype = ctypes.c_int
+    if library.MKL_Set_Threading_Layer(_THREADING_GNU) != _THREADING_GNU:
+        return None
     if "MKL_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
         library.MKL_Set_Num_Threads.argtypes = [ctypes.c_int]
         library.MKL_Set_Num_Threads(len(os.sched_getaffinity(0)))

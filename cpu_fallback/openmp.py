@@ -1,11 +1,11 @@
 """OpenMP's threads, shared by the compiled copy (cpu_fallback.tiles), the compiled
-sums (cpu_fallback.sum_kernel, pairwise_kernel) and the small-K GEMM
-(cpu_fallback.small_k): all load the same libgomp, whose idle threads spin SPIN_COUNT
-times before they sleep, and all launch one at a time. A worker that starts a region on
-the launching thread's CPU moves to the main thread's other CPUs (kernel_common.h; not
-where OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY bind the threads). A process forked
-from one that loaded this module copies on its calling thread only (:func:`forked`).
-Imports nothing compiled.
+sums (cpu_fallback.sum_kernel, pairwise_kernel), the small-K GEMM (cpu_fallback.small_k)
+and MKL's GEMMs (cpu_fallback.mkl): all load the same libgomp, whose idle threads spin
+SPIN_COUNT times before they sleep, and all launch one at a time. A worker of gpu_tc's
+kernels that starts a region on the launching thread's CPU moves to the main thread's
+other CPUs (kernel_common.h; not where OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY
+bind the threads). A process forked from one that loaded this module copies on its
+calling thread only, and runs no MKL (:func:`forked`). Imports nothing compiled.
 """
 
 from __future__ import annotations

@@ -48,6 +48,28 @@ def engine() -> mkl.MklEngine:
     return found
 
 
+@pytest.fixture
+def mkl_calls(engine, monkeypatch) -> dict[str, int]:
+    """How many calls into MKL's gemm and batch gemm the test makes (a spy)."""
+    counts = {"gemm": 0, "batched": 0}
+
+    def counted(kind, found):
+        if found is None:
+            return None
+        call, wide = found
+
+        def call_counted(*args):
+            counts[kind] += 1
+            return call(*args)
+
+        return call_counted, wide
+
+    for kind in counts:
+        table = getattr(engine, f"_{kind}")
+        monkeypatch.setattr(engine, f"_{kind}", {k: counted(kind, v) for k, v in table.items()})
+    return counts
+
+
 def _random(rng, shape, dtype):
     x = rng.standard_normal(shape)
     if np.dtype(dtype).kind == "c":
@@ -100,10 +122,15 @@ def test_a_thread_variable_is_left_to_mkl():
 
 @pytest.mark.parametrize("value", ["0", "off"])
 def test_gpu_tc_mkl_0_turns_it_off(value):
-    code = ("from cpu_fallback import mkl; import numpy as np, gpu_tc; "
-            "a = np.ones((400, 400)); p = gpu_tc.prepare('ij,jk->ik', a, a); "
-            "print(mkl.engine(), 'mkl' in p.reason)")
-    assert _run(code, GPU_TC_MKL=value) == "None False"
+    code = ("from cpu_fallback import mkl; from cpu_fallback.backend import CpuBackend; "
+            "import numpy as np, gpu_tc; a = np.ones((400, 400)); "
+            "problem = gpu_tc.prepare('ij,jk->ik', a, a)._plan.program.final; "
+            "plan = CpuBackend().contraction_plan(problem, gpu_tc.Options()); "
+            "routes = [x.route for x in getattr(plan, 'plans', [plan])]; "
+            "print(mkl.engine() is None, any(r.startswith('mkl:') for r in routes), "
+            "'blas:direct' in routes)")
+    assert _run(code, GPU_TC_MKL=value) == "True False True"
+    assert _run(code) == "False True True"  # the same code sees MKL without it
 
 
 # MKL's gemm into strided D, every layout and float dtype: tests/test_cblas.py, beside
@@ -121,23 +148,63 @@ def test_gemm_refuses_what_it_cannot_take_and_writes_nothing(engine, rng):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_stacks_run_as_one_batch_call_where_their_batch_axes_merge(engine, rng, dtype):
+def test_stacks_run_as_one_batch_call_where_their_batch_axes_merge(engine, mkl_calls, rng,
+                                                                   dtype):
     a = _random(rng, (3, 4, 5, 7), dtype)
     b = _random(rng, (3, 4, 6, 7), dtype).swapaxes(-1, -2)  # column-major matrices
     out = np.empty((3, 4, 6, 5), dtype).swapaxes(-1, -2)  # column-major D
     assert engine._stacks(a, b, out)
+    assert mkl_calls == {"gemm": 0, "batched": 1}
     assert_close(out, a @ b, dtype, np.abs(a) @ np.abs(b))
 
 
-def test_stacks_whose_batch_axes_do_not_merge_run_call_by_call(engine, rng):
+@pytest.mark.parametrize("case", ["extent-1 axes", "one B for all", "one B per outer index"])
+def test_batch_axes_of_extent_one_or_stride_zero_merge(engine, mkl_calls, rng, case):
+    a = rng.standard_normal((3, 1, 4, 5, 7))
+    b = rng.standard_normal((3, 1, 4, 7, 6))
+    if case == "one B for all":
+        b = np.broadcast_to(b[:1, :, :1], b.shape)  # stride 0 on every batch axis
+    elif case == "one B per outer index":
+        b = np.broadcast_to(b[:, :, :1], b.shape)  # (stride, 0): no single step
+    out = np.empty((3, 1, 4, 5, 6))
+    assert engine._stacks(a, b, out)
+    calls = 3 if case == "one B per outer index" else 1  # call by call over the outer axes
+    assert mkl_calls == {"gemm": 0, "batched": calls}
+    assert_close(out, a @ b, "float64", np.abs(a) @ np.abs(b))
+
+
+def test_matmul_broadcasts_a_batch_of_one_as_numpy_does(engine, mkl_calls, rng):
+    a, b = rng.standard_normal((20, 14, 25)), rng.standard_normal((1, 25, 32))
+    out = np.empty((20, 14, 32))
+    engine.matmul(a, b, out)
+    assert mkl_calls == {"gemm": 0, "batched": 1}
+    assert_close(out, a @ b, "float64", np.abs(a) @ np.abs(b))
+    with pytest.raises(ValueError):  # numpy.matmul's own error for shapes that do not fit
+        engine.matmul(a, rng.standard_normal((3, 25, 32)), out)
+
+
+def test_stacks_whose_batch_axes_do_not_merge_run_call_by_call(engine, mkl_calls, rng):
     a = rng.standard_normal((4, 3, 5, 7)).swapaxes(0, 1)  # batch strides out of order
-    b = rng.standard_normal((7, 6))[None, None]
-    b = np.broadcast_to(b, (3, 4, 7, 6))  # one B for every batch index: stride 0
+    b = rng.standard_normal((3, 4, 7, 6))
     out = np.empty((3, 4, 5, 6))
     assert engine._stacks(a, b, out)
+    assert mkl_calls == {"gemm": 0, "batched": 3}
     assert_close(out, a @ b, "float64", np.abs(a) @ np.abs(b))
-    overlapping = np.lib.stride_tricks.as_strided(np.zeros(40), (3, 5, 6), (8, 48, 8))
-    assert not engine._stacks(a[0], b[0], overlapping)  # D's matrices would overlap
+
+
+def test_stacks_mkl_would_refuse_go_to_numpy(engine, mkl_calls, rng):
+    """A batch stride below D's leading dimension times its rows (MKL would print an
+    error and write nothing), or a negative one: refused, and numpy.matmul computes."""
+    a, b = rng.standard_normal((3, 2, 4)), rng.standard_normal((3, 4, 2))
+    memory = np.full(20, -7.0)
+    close = np.lib.stride_tricks.as_strided(memory, (3, 2, 2), (48, 32, 8))  # 6 < 4 * 2
+    assert not engine._stacks(a, b, close)
+    reversed_out = np.empty((3, 2, 2))[::-1]
+    assert not engine._stacks(a, b, reversed_out)
+    assert not engine._stacks(a[::-1], b, np.empty((3, 2, 2)))
+    assert mkl_calls == {"gemm": 0, "batched": 0}
+    engine.matmul(a, b, close)
+    np.testing.assert_allclose(close, a @ b, rtol=1e-14)
 
 
 def test_matmul_falls_back_to_numpy_where_mkl_cannot_take_it(engine, rng):
@@ -153,9 +220,10 @@ def test_matmul_falls_back_to_numpy_where_mkl_cannot_take_it(engine, rng):
     ("abc,acd->abd", [(24, 40, 64), (24, 64, 48)]),     # batched
 ])
 @pytest.mark.parametrize("dtype", ["float64", "complex64"])
-def test_every_variant_on_mkl_computes_the_contraction(rng, subscripts, shapes, dtype):
+def test_every_variant_on_mkl_computes_the_contraction(mkl_calls, rng, subscripts, shapes,
+                                                       dtype):
     """Each MKL variant of a measured plan, into a fresh D and with beta != 0, against
-    the reference kernel."""
+    the reference kernel, its product by MKL."""
     ins = subscripts.split("->")[0].split(",")
     sizes = {}
     for labels, shape in zip(ins, shapes):
@@ -170,15 +238,17 @@ def test_every_variant_on_mkl_computes_the_contraction(rng, subscripts, shapes, 
     assert on_mkl, [p.route for p in plan.plans]
     product, bound = reference_einsum(subscripts, a, b)
     for variant in on_mkl:
-        d = np.empty_like(c)
-        variant.execute((a, b), d, Scalars(1, 0), None)
-        assert_close(d, product, dtype, bound)
-        d = np.empty_like(c)
-        variant.execute((a, b), d, Scalars(2, -0.5), c)
-        assert_close(d, 2 * product - 0.5 * c, dtype, 2 * bound + np.abs(c))
+        for scalars, addend, expected, scale in [
+                (Scalars(1, 0), None, product, bound),
+                (Scalars(2, -0.5), c, 2 * product - 0.5 * c, 2 * bound + np.abs(c))]:
+            before = sum(mkl_calls.values())
+            d = np.empty_like(c)
+            variant.execute((a, b), d, scalars, addend)
+            assert_close(d, expected, dtype, scale)
+            assert sum(mkl_calls.values()) > before, variant.route
 
 
-def test_tiles_under_a_memory_limit_run_on_mkl_too(rng):
+def test_tiles_under_a_memory_limit_run_on_mkl_too(mkl_calls, rng):
     a = rng.standard_normal((40, 36, 30, 20))
     b = rng.standard_normal((30, 20, 36, 44))
     subscripts = "abcd,cdbe->ae"
@@ -188,9 +258,11 @@ def test_tiles_under_a_memory_limit_run_on_mkl_too(rng):
     assert tiled, [p.reason for p in plan.plans]
     expected, bound = reference_einsum(subscripts, a, b)
     for variant in tiled:
+        before = mkl_calls["gemm"] + mkl_calls["batched"]
         d = np.empty(expected.shape)
         variant.execute((a, b), d, Scalars(1, 0), None)
         assert_close(d, expected, "float64", bound)
+        assert mkl_calls["gemm"] + mkl_calls["batched"] >= before + 2  # a call per tile
 
 
 def test_einsum_measures_the_engines_against_each_other_and_stays_correct(rng):
@@ -205,10 +277,10 @@ def test_einsum_measures_the_engines_against_each_other_and_stays_correct(rng):
     assert "kept" in plan.reason
 
 
-def test_reports_name_the_engine():
-    env = {"gpu_tc_mkl": mkl.engine().describe()}
+def test_reports_name_the_engine(engine):
+    env = {"gpu_tc_mkl": engine.describe()}
     note = text.engines_note(env)
     assert "NumPy's BLAS and Intel(R) oneAPI Math Kernel Library" in note
-    assert "GNU OpenMP" in note
+    assert f"{os.path.basename(engine.path)}, GNU OpenMP, {engine.threads()} threads" in note
     assert text.engines_note({"gpu_tc_mkl": None}).endswith("(no MKL engine).")
     assert text.engines_note({}) == ""
