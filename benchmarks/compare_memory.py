@@ -154,9 +154,9 @@ def main() -> None:
     parser.add_argument("--peers", default="numpy")
     parser.add_argument("--limit", type=int, default=16 * MIB)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--settle", type=int, default=24,
+    parser.add_argument("--settle", type=int, default=48,
                         help="untimed rounds before timing (measured routes settle: up "
-                             "to six variants, four calls each)")
+                             "to twelve variants with MKL's, four calls each)")
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args()
     if args.output:  # before the runs (tens of minutes), not after them

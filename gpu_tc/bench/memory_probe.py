@@ -25,10 +25,11 @@ from .suites import Case
 
 STATUS = "/proc/self/status"
 # Calls before the baseline of a warm probe: enough for a measured plan of gpu_tc's CPU
-# backend to time all its variants (up to two GEMM orientations x three variants, each
-# a lead-in then three timed calls: cpu_fallback.measure), so that each has run, loading
-# what it loads, and the probed calls run the variant kept.
-WARM_CALLS = 24
+# backend to time all its variants (two GEMM orientations x up to six variants with
+# MKL's (TCCG case 27: twelve in all), each a lead-in then three timed calls:
+# cpu_fallback.measure), so that each has run, loading what it loads, and the probed
+# calls run the variant kept.
+WARM_CALLS = 48
 
 
 def status(fields: tuple[str, ...] = ("VmRSS", "VmHWM")) -> dict[str, int]:
