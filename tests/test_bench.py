@@ -337,6 +337,33 @@ def test_cold_first_calls_do_not_size_the_runs(cold_calls):
     assert live.number > 1  # sized from a warm call, not from the 50 ms cold ones
 
 
+def test_warm_up_goes_on_while_the_plan_says_it_is_measuring(monkeypatch):
+    """Untimed calls continue until the plan has chosen (its reason stops saying
+    "measuring"), for at most MEASURE_SECONDS."""
+    calls = []
+
+    def measured(case, ops):
+        def call():
+            calls.append(1)
+            return np.einsum(case.expr, *ops)
+
+        def reason():
+            return "measuring 10 variants" if len(calls) < 100 else "measured: x kept"
+
+        return Runner(call, reason=reason)
+
+    [case] = [c for c in suites.cases("overhead", "float64") if c.id == 2]
+    settings = runner.Settings(repeat=1, min_run_time=0.0, settle=0.0)
+    peer = Peer("measured", "a measured plan", "cpu", "numpy", peers.ALL_KINDS, measured)
+    entry, _, live = runner._prepare(peer, case, case.operands(), settings)
+    assert entry["error"] is None and live is not None
+    assert len(calls) >= 100  # past runner.RETIME_CALLS (48): until the choice was made
+    calls.clear()
+    monkeypatch.setattr(runner, "MEASURE_SECONDS", 0.0)
+    runner._prepare(peer, case, case.operands(), settings)
+    assert len(calls) <= 1 + runner.RETIME_CALLS + 1  # no calls past the bound
+
+
 def test_each_warm_up_follows_a_pause():
     """An implementation's first calls (where gpu_tc's plans time their variants) come
     a settling pause after the previous implementation's last call."""
