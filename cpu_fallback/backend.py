@@ -179,8 +179,8 @@ class CpuBackend:
                     for plan in lowered if plan.small_k_serves()]
         engine = mkl.engine()
         if engine is not None and engine.serves(problem.d.dtype):
-            lowered += [CpuContractionPlan(problem, policy, budget, engine=engine)
-                        for policy, plan in zip(choices, lowered) if plan.gemms]
+            lowered += [CpuContractionPlan(problem, plan.policy, budget, engine=engine)
+                        for plan in lowered[:len(choices)] if plan.gemms]
         plans: list[PrimitivePlan] = list(lowered)
         if any(plan.rearranges or plan.multiplies for plan in lowered):
             plans += gathered_plans(problem, lowered[0], budget)

@@ -36,7 +36,8 @@ _LIBRARY = re.compile(r"lib(scipy_)?(openblas|blas|cblas|mkl_rt|flexiblas|blis)[
 _LP64_LIMIT = 1 << 31
 # A CBLAS gemm and whether its integers are 64-bit.
 Found = tuple[Callable[..., None], bool]
-_TYPES: dict[np.dtype[Any], str] = {
+# The CBLAS type letter of each dtype BLAS computes in.
+LETTERS: dict[np.dtype[Any], str] = {
     np.dtype(np.float32): "s", np.dtype(np.float64): "d",
     np.dtype(np.complex64): "c", np.dtype(np.complex128): "z",
 }
@@ -44,7 +45,7 @@ _TYPES: dict[np.dtype[Any], str] = {
 
 def available(dtype: Any) -> bool:
     """Whether :func:`gemm` serves ``dtype`` in this process."""
-    letter = _TYPES.get(np.dtype(dtype))
+    letter = LETTERS.get(np.dtype(dtype))
     return letter is not None and _gemm(letter) is not None
 
 
@@ -57,8 +58,15 @@ def gemm(a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha: complex, beta: comp
         scalar with real arrays, or an extent an LP64 library cannot hold; True when
         ``d`` holds the result.
     """
-    letter = _TYPES.get(d.dtype)
-    found = None if letter is None else _gemm(letter)
+    return gemm_by(_gemm, a, b, d, alpha, beta)
+
+
+def gemm_by(find: Callable[[str], Found | None], a: np.ndarray, b: np.ndarray, d: np.ndarray,
+            alpha: complex, beta: complex) -> bool:
+    """:func:`gemm` through the CBLAS call ``find(letter)`` gives for D's type letter (of
+    any library); False (nothing written) where it cannot take the arrays."""
+    letter = LETTERS.get(d.dtype)
+    found = None if letter is None else find(letter)
     if found is None or not a.dtype == b.dtype == d.dtype:
         return False
     if d.dtype.kind != "c" and (np.imag(alpha) != 0 or np.imag(beta) != 0):
@@ -166,7 +174,7 @@ def matrix_layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int
 def find_all() -> None:
     """Look NumPy's gemm up for every dtype now (before another BLAS loads, which
     :func:`_libraries` could take for NumPy's)."""
-    for letter in _TYPES.values():
+    for letter in LETTERS.values():
         _gemm(letter)
 
 
@@ -225,7 +233,7 @@ def _libraries() -> list[str]:
 def _checks(found: tuple[Callable[..., None], bool], letter: str) -> bool:
     """Whether a CBLAS call adds a small product into a strided D as numpy.matmul
     computes it (a symbol of another ABI would not)."""
-    dtype = next(t for t, x in _TYPES.items() if x == letter)
+    dtype = next(t for t, x in LETTERS.items() if x == letter)
     rng = np.random.default_rng(0)
     a = rng.integers(-3, 4, (3, 5)).astype(dtype)
     b = rng.integers(-3, 4, (4, 5)).astype(dtype).T  # column-major

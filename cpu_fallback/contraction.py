@@ -56,6 +56,9 @@ class CpuContractionPlan(PlanDefaults):
         self.problem = problem
         self.policy = policy
         self.engine = engine
+        # The engine's D = A @ B and D = alpha A B + beta D (cblas.gemm's contract).
+        self._matmul = _numpy_matmul if engine is None else engine.matmul
+        self._gemm = cblas.gemm if engine is None else engine.gemm
         self.lowering = lower(problem, policy)
         prefix = "small-k:" if small_k else "blas:" if engine is None else f"{engine.name}:"
         self.route = prefix + self.lowering.route
@@ -172,19 +175,12 @@ class CpuContractionPlan(PlanDefaults):
             if c is not d:
                 np.multiply(c, beta, out=d)
                 c, beta = d, 1
-            gemm = cblas.gemm if self.engine is None else self.engine.gemm
-            if gemm(a_mat, b_mat, d.transpose(low.d.perm).reshape(low.d.shape), alpha, beta):
+            if self._gemm(a_mat, b_mat, d.transpose(low.d.perm).reshape(low.d.shape), alpha,
+                          beta):
                 return
         temp, unmerged = _buffer(low.d, d.dtype)
         self._matmul(a_mat, b_mat, temp)
         write_scaled(unmerged.transpose(self._d_order), d, alpha, beta, c)
-
-    def _matmul(self, a_mat: Any, b_mat: Any, out: Any) -> None:
-        """``out = a_mat @ b_mat`` by this plan's engine."""
-        if self.engine is None:
-            np.matmul(a_mat, b_mat, out=out)
-        else:
-            self.engine.matmul(a_mat, b_mat, out)
 
 
 class TiledRun:
@@ -252,6 +248,11 @@ class TiledRun:
             if axis is not None:
                 index[axis] = slice(lo, hi)
         return x[tuple(index)] if x.ndim else x
+
+
+def _numpy_matmul(a_mat: Any, b_mat: Any, out: Any) -> None:
+    """``out = a_mat @ b_mat`` by numpy.matmul (NumPy's BLAS)."""
+    np.matmul(a_mat, b_mat, out=out)
 
 
 def _small_k_module() -> Any:

@@ -40,8 +40,6 @@ from . import cblas, openmp
 DISABLE_VARIABLE = "GPU_TC_MKL"
 # mkl_service.h: MKL_THREADING_INTEL, SEQUENTIAL, PGI, GNU, TBB = 0, 1, 2, 3, 4.
 _THREADING_GNU = 3
-_LETTERS: dict[np.dtype[Any], str] = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
-            np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
 
 
 class MklEngine:
@@ -61,8 +59,9 @@ class MklEngine:
         library.MKL_Get_Version_String(text, len(text))
         self.version = text.value.decode(errors="replace").strip()
         self._library = library
-        self._gemm = {letter: cblas.lookup(library, letter) for letter in "sdcz"}
-        self._batched = {letter: _batched_call(library, letter) for letter in "sdcz"}
+        letters = cblas.LETTERS.values()
+        self._gemm = {letter: cblas.lookup(library, letter) for letter in letters}
+        self._batched = {letter: _batched_call(library, letter) for letter in letters}
 
     def threads(self) -> int:
         """The threads MKL's next GEMM may use (MKL_Get_Max_Threads)."""
@@ -75,7 +74,7 @@ class MklEngine:
 
     def serves(self, dtype: Any) -> bool:
         """Whether MKL runs the GEMMs of ``dtype``."""
-        letter = _LETTERS.get(np.dtype(dtype))
+        letter = cblas.LETTERS.get(np.dtype(dtype))
         return letter is not None and self._gemm[letter] is not None
 
     def gemm(self, a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha: complex,
@@ -84,14 +83,10 @@ class MklEngine:
         nothing written, where MKL cannot take the arrays as they are, and in a process
         forked after OpenMP was loaded: its threads would wait forever there, see
         cpu_fallback.openmp)."""
-        letter = _LETTERS.get(d.dtype)
-        found = None if letter is None else self._gemm[letter]
-        if found is None or not a.dtype == b.dtype == d.dtype or openmp.forked():
-            return False
-        if d.dtype.kind != "c" and (np.imag(alpha) != 0 or np.imag(beta) != 0):
+        if openmp.forked():
             return False
         with openmp.LOCK:
-            return cblas.run(found, a, b, d, alpha, beta)
+            return cblas.gemm_by(self._gemm.__getitem__, a, b, d, alpha, beta)
 
     def matmul(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         """``out = a @ b`` for matrices or stacks (an operand's batch axes of extent 1
@@ -115,7 +110,7 @@ class MklEngine:
         """``out = a @ b`` over stacks: one strided batch call where each stack's batch
         axes merge into one, else one per index of all batch axes but the last; False
         where MKL cannot take them (numpy.matmul then writes all of ``out``)."""
-        letter = _LETTERS.get(out.dtype)
+        letter = cblas.LETTERS.get(out.dtype)
         found = None if letter is None else self._batched[letter]
         if (found is None or not a.dtype == b.dtype == out.dtype or not _whole(a, b, out)
                 or openmp.forked()):
@@ -183,7 +178,7 @@ def engine() -> MklEngine | None:
         library.MKL_Set_Num_Threads.argtypes = [ctypes.c_int]
         library.MKL_Set_Num_Threads(len(os.sched_getaffinity(0)))
     found = MklEngine(library, path)
-    return found if any(found.serves(t) for t in _LETTERS) else None
+    return found if any(found.serves(t) for t in cblas.LETTERS) else None
 
 
 def _numpy_runs_mkl() -> bool:
@@ -216,7 +211,7 @@ def _batched_call(library: ctypes.CDLL, letter: str) -> cblas.Found | None:
     call.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, index, index, index, scalar,
                      pointer, index, index, pointer, index, index, scalar, pointer, index,
                      index, index]
-    dtype: np.dtype[Any] = next(t for t, x in _LETTERS.items() if x == letter)
+    dtype: np.dtype[Any] = next(t for t, x in cblas.LETTERS.items() if x == letter)
     rng = np.random.default_rng(0)
     a = rng.integers(-3, 4, (3, 2, 5)).astype(dtype)
     b = rng.integers(-3, 4, (3, 4, 5)).astype(dtype).swapaxes(1, 2)  # column-major

@@ -60,7 +60,7 @@ def engines_note(env: dict[str, Any]) -> str:
     found = env["gpu_tc_mkl"]
     if found is None:
         return " gpu_tc's GEMMs: NumPy's BLAS only (no MKL engine)."
-    return (f" gpu_tc's GEMMs: NumPy's BLAS and {found}, the faster measured per plan.")
+    return f" gpu_tc's GEMMs: NumPy's BLAS and {found}, the faster measured per plan."
 
 
 def variables_line(env: dict[str, Any]) -> str:
