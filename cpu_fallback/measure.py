@@ -7,8 +7,10 @@ the full, correct result with one of the variants. A :class:`Choice` runs each v
 in turn, one untimed call, then SAMPLES timed calls in a row, and keeps the one whose
 fastest timed call is fastest (a load on the host, page faults, another library's
 threads only ever slow a call down: on the 2-core test host the first calls of a new
-plan took up to 3x the later ones); the current choice (at first variant 0, the rule's
-pick) stays unless another beats it by MARGIN. The untimed call leads in (page faults,
+plan took up to 3x the later ones); the current choice stays unless another beats it
+by MARGIN. At first the choice is variant 0 (a reduction's preferred sums), or, where
+variant 0 is only the rule's guess (a contraction's lowerings), none: the first
+measurement keeps the fastest. The untimed call leads in (page faults,
 and threads woken: on a virtual machine an OpenMP thread that went to sleep during
 another variant's BLAS call took about a millisecond to wake, which a timed call right
 after the switch would have charged to a 0.25 ms kernel), so a variant is timed as a
@@ -94,11 +96,15 @@ class Choice:
             it and restored from it (see the module docstring); None keeps none.
         engines: Whose threads each variant's calls leave spinning (keys of
             SPIN_SECONDS, see :func:`engines`); None: all the same.
+        incumbent: Whether the first decision too keeps variant 0 unless another beats
+            it by MARGIN (variant 0 preferred for its own sake); False: the first
+            decision takes the fastest (variant 0 only a guess), re-checks the margin.
     """
 
     def __init__(self, names: Sequence[str], key: str | None = None,
-                 engines: Sequence[str] | None = None) -> None:
+                 engines: Sequence[str] | None = None, incumbent: bool = True) -> None:
         self.names = tuple(names)
+        self._incumbent = incumbent
         count = len(self.names)
         self.engines = tuple(engines) if engines is not None else ("openmp",) * count
         if len(self.engines) != count or not set(self.engines) <= SPIN_SECONDS.keys():
@@ -236,7 +242,8 @@ class Choice:
 
     def _decide(self) -> None:
         fastest = min(range(len(self.names)), key=self._time)
-        if self._time(fastest) < (1 - MARGIN) * self._time(self.best):
+        first = not self._decided and not self._incumbent
+        if first or self._time(fastest) < (1 - MARGIN) * self._time(self.best):
             self.best = fastest
         self._decided, self.restored = True, False
         self._recheck = self._calls_before_recheck()
@@ -275,9 +282,10 @@ class Choice:
             samples = (f"the fastest of up to {SAMPLES} timed calls, one where a call took "
                        f"{LONG_CONTENDERS}x the fastest" if self._long
                        else f"the fastest of the last {SAMPLES} timed calls")
+            margin = "" if self._incumbent else " after the first measurement"
             return (f"measured: {self.names[self.best]} kept ({times}; {samples}, "
-                    f"{MARGIN:.0%} margin for a change; re-checked after {self._recheck} "
-                    f"calls)")
+                    f"{MARGIN:.0%} margin for a change{margin}; re-checked after "
+                    f"{self._recheck} calls)")
 
 
 def timed_run(choice: Choice, plans: Sequence[PrimitivePlan], inputs: Any, out: Any,
@@ -326,10 +334,10 @@ class MeasuredPlan(PlanDefaults):
     ``key``: the problem as plain text, to keep decisions across processes."""
 
     def __init__(self, plans: Sequence[PrimitivePlan], key: str | None = None,
-                 d: TensorSpec | None = None) -> None:
+                 d: TensorSpec | None = None, incumbent: bool = True) -> None:
         self.plans = tuple(plans)
         self.choice = Choice(variant_names(self.plans), choice_key(key, self.plans),
-                             engines(self.plans))
+                             engines(self.plans), incumbent)
         # The most any of the plans takes: each runs while they are timed.
         self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)
         self.fresh = None if d is None else _fresh_call(self.choice, self.plans, d)

@@ -49,8 +49,10 @@ class OrientationTrial:
         self._layout = layout
         self._allowed: dict[tuple[int, ...], list[int]] = {}  # the variants per byte strides
         prefixes = ["flipped" if f else "preferred" for f in self._flipped]
+        # The preferred layout's rule-picked plan is a guess: the first measurement keeps
+        # the fastest variant, later re-checks need the margin to change it.
         self.choice = Choice(variant_names(self.plans, prefixes), choice_key(key, self.plans),
-                             engines(self.plans))
+                             engines(self.plans), incumbent=False)
         # The most any of the plans takes: each runs while they are timed.
         self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)
 

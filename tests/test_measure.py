@@ -72,6 +72,44 @@ def test_the_default_stays_unless_another_is_faster_by_the_margin():
     assert far.best == 1
 
 
+def test_where_the_default_is_a_guess_the_first_measurement_keeps_the_fastest():
+    """incumbent=False (a contraction's lowerings): 5% faster is enough the first time;
+    a re-check then needs the margin to go back."""
+    guess = Choice(["rule", "other"], incumbent=False)
+    _drive(guess, lambda v, n: [1.0, 1.0 - MARGIN / 2][v], TWO)
+    assert guess.best == 1
+    assert "10% margin for a change after the first measurement" in guess.describe()
+    # Re-checks from now on see the rule 5% faster: not enough to change back.
+    _drive(guess, lambda v, n: [1.0 - MARGIN, 1.0 - MARGIN / 2][v], 2000)
+    assert guess.best == 1 and "re-checked after" in guess.describe()
+    _drive(guess, lambda v, n: [0.5, 1.0][v], 20000)
+    assert guess.best == 0
+
+
+def test_contraction_plans_measure_without_an_incumbent(rng, without_mkl):
+    """The backend's measured contraction (and a new result's orientation trial) take
+    the fastest at the first measurement; a reduction's keeps its preferred sums."""
+    subscripts, sizes = HALF_TCCG_3
+    terms = subscripts.split("->")[0].split(",")
+    a, b = (rng.standard_normal([sizes[x] for x in t]) for t in terms)
+    out = np.empty([sizes[x] for x in subscripts.split("->")[1]])
+    into = gpu_tc.prepare(subscripts, a, b, out=out)  # no orientation: a MeasuredPlan
+    fresh = gpu_tc.prepare(subscripts, a, b)  # an orientation trial
+    for plan in (into, fresh):
+        for _ in range(400):
+            if "measuring" not in plan.reason:
+                break
+            plan.execute(a, b, out=out) if plan is into else plan.execute(a, b)
+        assert "margin for a change after the first measurement" in plan.reason
+    x = rng.standard_normal((2048, 2048))
+    total = gpu_tc.prepare("ab->", x)
+    for _ in range(400):
+        if "measuring" not in total.reason:
+            break
+        total.execute(x)
+    assert "10% margin for a change;" in total.reason
+
+
 def test_one_disturbed_call_cannot_pin_the_slow_variant():
     """A variant's time is its fastest timed call: disturbed calls (two of the three
     here) do not count; a choice made under a long disturbance is undone at the next
