@@ -8,8 +8,9 @@ in turn, one untimed call, then SAMPLES timed calls in a row, and keeps the one 
 fastest timed call is fastest (a load on the host, page faults, another library's
 threads only ever slow a call down: on the 2-core test host the first calls of a new
 plan took up to 3x the later ones); the current choice stays unless another beats it
-by MARGIN. At first the choice is variant 0 (a reduction's preferred sums), or, where
-variant 0 is only the rule's guess (a contraction's lowerings), none: the first
+by MARGIN. At first the choice is variant 0 (a reduction's: NumPy's own reduction, or
+the OpenMP sums where NumPy's would be split over threads), or, where variant 0 is only
+the rule's guess (a contraction's lowerings and orientations), none: the first
 measurement keeps the fastest. The untimed call leads in (page faults,
 and threads woken: on a virtual machine an OpenMP thread that went to sleep during
 another variant's BLAS call took about a millisecond to wake, which a timed call right

@@ -4,8 +4,8 @@
  * With few terms per element a GEMM is bound by writing D, not by arithmetic. A BLAS
  * GEMM with beta = 0 first writes zeros over D, then reads and writes it again while it
  * adds the product (OpenBLAS's dgemm of 768 x 12 x 768 took 1.7x as long as filling D);
- * this kernel writes each tile of D once, from registers; with a few hundred terms it
- * still keeps pace with BLAS, and a larger K is summed in blocks of at most K_BLOCK
+ * this kernel writes each tile of D once, from registers; with a hundred or more terms
+ * it still keeps pace with BLAS, and a larger K is summed in blocks of at most K_BLOCK
  * terms (see small_k.py). Each thread packs a panel of B (a block's terms x NC,
  * zero-padded to whole tiles) into an aligned buffer, then sweeps its rows of D a tile
  * of RB rows by CB columns at a time: the tile's RB x NV vectors stay in registers over
@@ -128,17 +128,23 @@ static inline int64_t run_end(uint64_t starts, int64_t c, int64_t cols)
 #define HAVE_ISAS 0
 #endif
 
+/* A tile's function kept out of line (OUTLINED 1) or inlined into the piece's loops (0).
+ * Inlined, the AVX-512 tile's loop over K kept one of B's three vectors on the stack,
+ * stored and reloaded at every term (GCC moved the piece's loop variables into vector
+ * registers; 24 accumulators, 3 vectors of B and A's broadcast need 28 of 32): out of
+ * line, none live beside it, and on the 2-core AVX-512 test host the 1200 x 1200 x 12
+ * float32 product went from 0.21-0.24 to 0.18-0.20 ms, 1200 x 1200 x 148 float64 from
+ * 3.6-4.0 to 2.9 ms. The AVX2 build's loop kept its registers inlined, and run there
+ * out of line it lost up to 10% at K = 12 (a call per tile), so it stays inlined. */
+#define BLOCK_CALL_1 __attribute__((noinline))
+#define BLOCK_CALL_0
+
 /* The loops for element type T, vectors of BYTES, tiles of at most RB rows by NV
- * vectors, in functions named NAME_* compiled with ISA. A tile of fewer columns than
- * NV vectors takes fewer, one of at most RB / 2 rows half the rows (no terms computed
- * for nothing). With PREFETCH a dense tile first prefetches, for writing, the lines of
- * D the next tile along its rows will write: a tile's stores then find their lines in
- * cache instead of waiting on them after the arithmetic. On the 2-core AVX-512 test
- * host that took the AVX-512 build's 1200 x 1200 x 12 float32 product from 0.21 to
- * 0.17 ms and 1200 x 1200 x 148 from 2.4 to 1.9 ms; the AVX2 build run there lost up to
- * 7% with it (its tiles of 4 rows by 3 half-lines), so only the AVX-512 build has it.
- * NAME_run returns 0, or -1 where a panel buffer could not be allocated. */
-#define DEFINE_SMALL_K(NAME, T, BYTES, RB, NV, ISA, PREFETCH)                              \
+ * vectors, in functions named NAME_* compiled with ISA (the tile's OUTLINED as above).
+ * A tile of fewer columns than NV vectors takes fewer, one of at most RB / 2 rows half
+ * the rows (no terms computed for nothing). NAME_run returns 0, or -1 where a panel
+ * buffer could not be allocated. */
+#define DEFINE_SMALL_K(NAME, T, BYTES, RB, NV, ISA, OUTLINED)                              \
     typedef T NAME##_vec __attribute__((vector_size(BYTES)));                              \
     enum { NAME##_LANES = BYTES / sizeof(T), NAME##_CB = NV * (BYTES / sizeof(T)) };       \
     _Static_assert(NAME##_CB <= 63, "a tile's column runs are bits of a uint64_t");        \
@@ -175,10 +181,6 @@ static inline int64_t run_end(uint64_t starts, int64_t c, int64_t cols)
         for (int r = 0; r < rb; r++)                                                       \
             for (int v = 0; v < nv; v++)                                                   \
                 acc[r][v] = (NAME##_vec){0};                                               \
-        if (PREFETCH && starts == 1) /* the next tile's lines of D, written meanwhile */   \
-            for (int r = 0; r < rb; r++)                                                   \
-                for (int v = 0; v < nv; v++)                                               \
-                    __builtin_prefetch(d_rows[r] + d_cols[0] + (nv + v) * NAME##_LANES, 1, 3); \
         for (int64_t p = 0; p < k; p++) {                                                  \
             const int64_t q = a_k[p];                                                      \
             NAME##_vec b[NV];                                                              \
@@ -231,10 +233,10 @@ static inline int64_t run_end(uint64_t starts, int64_t c, int64_t cols)
     }                                                                                      \
                                                                                            \
     /* One tile of up to RB rows and CB columns, its loops sized to the tile. */           \
-    static ISA void NAME##_block(int64_t k, const T *const *a_rows, const int64_t *a_k,    \
-                                 const T *panel, T *const *d_rows, int64_t rows,           \
-                                 const int64_t *d_cols, int64_t cols, uint64_t starts,     \
-                                 T alpha, int add)                                         \
+    static BLOCK_CALL_##OUTLINED ISA void NAME##_block(                                    \
+        int64_t k, const T *const *a_rows, const int64_t *a_k, const T *panel,             \
+        T *const *d_rows, int64_t rows, const int64_t *d_cols, int64_t cols,               \
+        uint64_t starts, T alpha, int add)                                                 \
     {                                                                                      \
         const int nv = (int)((cols + NAME##_LANES - 1) / NAME##_LANES);                    \
         if (rows > RB / 2) {                                                               \

@@ -23,10 +23,10 @@ from .raw_memory import flat, memory_extent
 
 # With a few terms per element of D the kernel writes D once where BLAS writes it twice;
 # with a hundred or more it still keeps pace with BLAS (2 AVX-512 threads, dense
-# 23088 x 156 x 148 and 4096 x 512 x 100: 157 and 169 GFLOP/s in float64 against
-# OpenBLAS's 96 and 131 and MKL's 156 and 161; 326 and 333 in float32 against 283 and
-# 300, and 301 and 349) and reads the operands where they lie, where BLAS needs them
-# packed. A larger K is summed in blocks
+# 23088 x 156 x 148 and 4096 x 512 x 100, two runs: 125-133 and 161-168 GFLOP/s in
+# float64 against OpenBLAS's 78-88 and 129 and MKL's 135-146 and 157-160; 289-308 and
+# 323-329 in float32 against 261-270 and 285-299, and 279-288 and 334-344) and reads the
+# operands where they lie, where BLAS needs them packed. A larger K is summed in blocks
 # of at most 512 terms (small_k.c's K_BLOCK), so any K is served: plans measure it
 # against BLAS and keep the faster.
 _TYPES = {np.dtype(np.float32): "f4", np.dtype(np.float64): "f8"}

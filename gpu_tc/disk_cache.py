@@ -30,8 +30,10 @@ from .errors import CacheWarning
 from .version import __version__
 
 ENV = "GPU_TC_CACHE_DIR"
-# Bumped when the records' layout changes: older records are then ignored.
-FORMAT = 1
+# Bumped when the records' layout or meaning changes: older records are then ignored
+# (2: a measured contraction's first decision keeps the fastest variant, not the rule's
+# pick within the margin; decisions saved under the old rule would have stood).
+FORMAT = 2
 
 _lock = threading.Lock()
 _warned: set[tuple[str, str]] = set()

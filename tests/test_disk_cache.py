@@ -120,7 +120,8 @@ def test_other_variants_or_another_key_do_not_use_the_record(cache):
     (lambda text: "\x00\xff garbage", "is not a gpu_tc record"),
     (lambda text: text.replace(f'"gpu_tc": "{__version__}"', '"gpu_tc": "0.0.1"'),
      "was written by gpu_tc 0.0.1"),
-    (lambda text: text.replace('"format": 1', '"format": 99'), "(format 99)"),
+    (lambda text: text.replace(f'"format": {disk_cache.FORMAT}', '"format": 99'),
+     "(format 99)"),
 ])
 def test_a_corrupt_or_foreign_record_is_ignored_with_a_warning_then_replaced(
         cache, damage, message):

@@ -17,27 +17,35 @@ pytestmark = pytest.mark.skipif(not kernels.built("_small_k"),
                                 reason="cpu_fallback._small_k was not built (no C compiler)")
 
 TESTS = Path(__file__).parent
+VARIABLE = "GPU_TC_SMALL_K_ISA"
 BUILDS = {"avx512f": 2, "avx2": 1, "baseline": 0}  # widest first
 
 
-def _host_build() -> str:
-    from cpu_fallback import small_k
-    return small_k.isa()
+def _child(code: str, build: str | None, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != VARIABLE}
+    if build is not None:
+        env[VARIABLE] = build
+    return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def widest() -> str:
+    """The build this CPU runs with no narrowing (asked of a child: this process's may be
+    narrowed by the variable)."""
+    done = _child("from cpu_fallback import small_k; print(small_k.isa())", None)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 @pytest.mark.parametrize("build", ["avx2", "baseline"])
-def test_a_narrower_build_passes_the_kernels_tests(build):
-    host = _host_build()
-    if BUILDS[build] > BUILDS[host]:
-        pytest.skip(f"this CPU runs the {host} build at most, not {build}")
-    env = {**os.environ, "GPU_TC_SMALL_K_ISA": build}
+def test_a_narrower_build_passes_the_kernels_tests(widest, build):
+    if BUILDS[build] > BUILDS[widest]:
+        pytest.skip(f"this CPU runs the {widest} build at most, not {build}")
     code = ("import sys, pytest; from cpu_fallback import small_k; "
             f"assert small_k.isa() == {build!r}, small_k.isa(); "
             "sys.exit(pytest.main(sys.argv[1:]))")
-    done = subprocess.run(
-        [sys.executable, "-c", code, "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-         str(TESTS / "test_small_k.py"), str(TESTS / "test_gathered.py")],
-        env=env, capture_output=True, text=True, timeout=300,
-    )
+    done = _child(code, build, "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                  str(TESTS / "test_small_k.py"), str(TESTS / "test_gathered.py"))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert " passed" in done.stdout and " failed" not in done.stdout
+    assert " passed" in done.stdout
