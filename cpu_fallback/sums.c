@@ -9,9 +9,8 @@
  *
  * pairwise() sums rows in NumPy's pairwise order (a RowLayout and a LeafProgram): each
  * piece of a row walks its blocks in address order, summing each block as NumPy does
- * (eight running sums over the multiple of 8, the rest one by one; four contiguous
- * blocks of one length side by side) and adding partial sums on a short stack as the
- * program says; the pieces of a row are then added
+ * (eight running sums over the multiple of 8, the rest one by one) and adding partial
+ * sums on a short stack as the program says; the pieces of a row are then added
  * pairwise, neighbours first. The result has NumPy's bits however the pieces are shared.
  *
  * With threads > 0 the outer indices (strided) or the pieces (pairwise) are shared
@@ -28,12 +27,6 @@
 #include <string.h>
 
 enum { KIND_REGISTERS, KIND_UNIT_ROWS, KIND_ROWS, KIND_COLUMNS };
-
-/* Contiguous blocks of one length summed side by side (see blocks_T): on the 2-core
- * Xeon a 4096^2 float64 sum on two threads took 3.5-3.6 ms against 3.9-4.0 one block at
- * a time (stop49-probes/pairwise-kernel.txt in the results); in another of the host's
- * speed modes both ran alike. */
-#define BLOCKS 4
 
 /* Partial sums one pairwise piece may hold at once (one per level of halving, and one
  * more: 2^63 elements need fewer). */
@@ -373,31 +366,6 @@ typedef struct {
         return total;                                                                      \
     }                                                                                      \
                                                                                            \
-    /* block_T of BLOCKS contiguous blocks of n >= 8 elements, one after another, summed   \
-     * side by side: each block's running sums depend only on their own, so the blocks'    \
-     * additions overlap instead of waiting one chain at a time (the same bits). */        \
-    static inline void blocks_##T(const TYPE *restrict s, int64_t n, TYPE *restrict out)   \
-    {                                                                                      \
-        typedef TYPE lanes __attribute__((vector_size(8 * sizeof(TYPE))));                 \
-        const int64_t end = n - n % 8;                                                     \
-        lanes r[BLOCKS];                                                                   \
-        for (int q = 0; q < BLOCKS; q++)                                                   \
-            memcpy(&r[q], s + q * n, sizeof(lanes));                                       \
-        for (int64_t i = 8; i < end; i += 8)                                               \
-            for (int q = 0; q < BLOCKS; q++) {                                             \
-                lanes x;                                                                   \
-                memcpy(&x, s + q * n + i, sizeof x);                                       \
-                r[q] += x;                                                                 \
-            }                                                                              \
-        for (int q = 0; q < BLOCKS; q++) {                                                 \
-            TYPE total = ((r[q][0] + r[q][1]) + (r[q][2] + r[q][3])) +                     \
-                         ((r[q][4] + r[q][5]) + (r[q][6] + r[q][7]));                      \
-            for (int64_t i = end; i < n; i++)                                              \
-                total += s[q * n + i];                                                     \
-            out[q] = total;                                                                \
-        }                                                                                  \
-    }                                                                                      \
-                                                                                           \
     /* Tasks first .. last - 1 (piece task % pieces of row task / pieces): each the row's \
      * sum when a row is one piece, else partial[task]. 1 if a program overflows STACK. */ \
     CLONES static int pieces_##T(const TYPE *restrict src, TYPE *restrict dst,             \
@@ -409,32 +377,19 @@ typedef struct {
             const int64_t row = task / p->pieces, piece = task % p->pieces;                \
             const int64_t step = p->step;                                                  \
             int64_t offset = p->row_src[row] + p->offsets[piece] * step, top = 0;          \
-            const int64_t last_entry = p->entries[piece + 1];                              \
-            for (int64_t e = p->entries[piece]; e < last_entry;) {                         \
+            for (int64_t e = p->entries[piece]; e < p->entries[piece + 1]; e++) {          \
+                if (top == STACK || p->adds[e] > top)                                      \
+                    return 1;                                                              \
                 const int64_t n = p->lengths[e];                                           \
-                TYPE sums[BLOCKS];                                                         \
-                int count = 1;                                                             \
-                if (step == 1 && n >= 8 && e + BLOCKS <= last_entry)                       \
-                    while (count < BLOCKS && p->lengths[e + count] == n)                   \
-                        count++;                                                           \
-                if (count == BLOCKS) {                                                     \
-                    blocks_##T(src + offset, n, sums);                                     \
-                } else {                                                                   \
-                    count = 1; /* step 1 spelled out: the block inlined as vectors */      \
-                    sums[0] = step == 1 ? block_##T(src + offset, n, 1)                    \
-                                        : block_##T(src + offset, n, step);                \
+                /* step 1 spelled out: the contiguous block inlined as vectors */          \
+                stack[top] = step == 1 ? block_##T(src + offset, n, 1)                     \
+                                       : block_##T(src + offset, n, step);                 \
+                offset += n * step;                                                        \
+                for (int64_t a = 0; a < p->adds[e]; a++) {                                 \
+                    top--;                                                                 \
+                    stack[top] = stack[top] + stack[top + 1];                              \
                 }                                                                          \
-                offset += count * n * step;                                                \
-                for (int q = 0; q < count; q++, e++) {                                     \
-                    if (top == STACK || p->adds[e] > top)                                  \
-                        return 1;                                                          \
-                    stack[top] = sums[q];                                                  \
-                    for (int64_t a = 0; a < p->adds[e]; a++) {                             \
-                        top--;                                                             \
-                        stack[top] = stack[top] + stack[top + 1];                          \
-                    }                                                                      \
-                    top++;                                                                 \
-                }                                                                          \
+                top++;                                                                     \
             }                                                                              \
             if (p->pieces == 1)                                                            \
                 dst[p->row_dst[row]] = stack[0];                                           \
