@@ -97,19 +97,23 @@ def test_contraction_plans_measure_without_an_incumbent(rng, without_mkl):
     out = np.empty([sizes[x] for x in subscripts.split("->")[1]])
     into = gpu_tc.prepare(subscripts, a, b, out=out)  # no orientation: a MeasuredPlan
     fresh = gpu_tc.prepare(subscripts, a, b)  # an orientation trial
+    _until_measured(into, lambda: into.execute(a, b, out=out))
+    _until_measured(fresh, lambda: fresh.execute(a, b))
     for plan in (into, fresh):
-        for _ in range(400):
-            if "measuring" not in plan.reason:
-                break
-            plan.execute(a, b, out=out) if plan is into else plan.execute(a, b)
         assert "margin for a change after the first measurement" in plan.reason
     x = rng.standard_normal((2048, 2048))
     total = gpu_tc.prepare("ab->", x)
-    for _ in range(400):
-        if "measuring" not in total.reason:
-            break
-        total.execute(x)
+    _until_measured(total, lambda: total.execute(x))
     assert "10% margin for a change;" in total.reason
+
+
+def _until_measured(plan, call, most: int = 400) -> None:
+    """``call()`` until ``plan``'s reason no longer says it is measuring (at most
+    ``most`` calls)."""
+    for _ in range(most):
+        if "measuring" not in plan.reason:
+            return
+        call()
 
 
 def test_one_disturbed_call_cannot_pin_the_slow_variant():
