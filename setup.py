@@ -1,10 +1,11 @@
 """The compiled part of gpu_tc: cpu_fallback._tile_copy (the cache-blocked copy kernel),
-cpu_fallback._sums (the strided and pairwise sum kernels) and cpu_fallback._small_k (the
-GEMM of a small inner extent).
+cpu_fallback._sums (the strided and pairwise sum kernels), cpu_fallback._small_k (the
+GEMM of a small inner extent) and gpu_tc._warm (einsum's warm calls of NumPy arrays).
 
 Everything else is in pyproject.toml. The extensions are optional: where they do not
 build (no C compiler), large permuted copies fall back to numpy.copyto, sums to NumPy's
-reductions and small-K products to BLAS, with a warning.
+reductions and small-K products to BLAS, with a warning, and einsum's warm calls run
+in Python.
 """
 
 from setuptools import Extension, setup
@@ -23,6 +24,8 @@ def kernel(name: str, source: str) -> Extension:
 
 
 setup(ext_modules=[
+    Extension("gpu_tc._warm", sources=["gpu_tc/_warm.c"], extra_compile_args=["-O2"],
+              optional=True),
     kernel("_tile_copy", "tile_copy.c"),
     kernel("_sums", "sums.c"),
     kernel("_small_k", "small_k.c"),

@@ -5,7 +5,8 @@ H200: gpu_tc's small calls 18-26 us, its traces 20-26 against torch.einsum's 14-
 the emulation's costs are not CuPy's, so this runs where the GPU is. For each call
 below: the per-call host time of a loop of warm calls (no synchronisation inside it),
 beside torch.einsum's where torch is installed, then cProfile's functions by their own
-time over as many calls.
+time over as many calls. On the CPU, a warm call that einsum's compiled front serves
+(gpu_tc._warm) has no Python frame of gpu_tc's: its lookup counts in the caller's time.
 
     python benchmarks/host_profile.py --backend gpu --output host-profile.txt
 """

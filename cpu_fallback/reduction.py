@@ -157,8 +157,13 @@ class CpuReductionPlan(PlanDefaults):
                 or self._d_as_a != tuple(range(len(d.labels)))
                 or d.strides != contiguous_spec(d.labels, d.extents, d.dtype).strides):
             return None
-        reduce, axes, dtype = self._ufunc.reduce, self._axes, np.dtype(d.dtype)
-        return lambda a: reduce(a, axis=axes, dtype=dtype)
+        # Only the keywords that change the ufunc's own choice (each costs the call time):
+        # axis 0 is its default, and a float's reduction keeps the float's dtype.
+        keywords: dict[str, Any] = {} if self._axes == (0,) else {"axis": self._axes}
+        dtype = np.dtype(d.dtype)
+        if dtype != np.dtype(self.problem.a.dtype) or dtype.kind not in "fc":
+            keywords["dtype"] = dtype
+        return functools.partial(self._ufunc.reduce, **keywords) if keywords else self._ufunc.reduce
 
     def __repr__(self) -> str:
         return f"CpuReductionPlan(route={self.route!r}, reason={self.reason!r})"

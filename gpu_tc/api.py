@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import warm
 from .backend import UNSCALED, backend_of_type
 from .cache import PLAN_CACHE
 from .call import Call, any_dask, bind, check_operators, check_out, checked_scalars, split_args
@@ -26,6 +27,7 @@ from .planner import einsum_plan, stage_plan, trace_plan, trace_warm_key
 from .run import run
 
 
+@warm.front(PLAN_CACHE.programs)
 def einsum(
     *args: Any,
     out: Any = None,
@@ -77,12 +79,9 @@ def einsum(
             key = backend.warm_key(args)
             plan = None if key is None else PLAN_CACHE.programs.peek(key)
             if plan is not None:
-                final = plan.fast_final
-                if final is not None:  # run()'s own first branch, two calls fewer
-                    return final(*args[1:])
                 fast = plan.fast
-                if fast is not None:
-                    return backend.finish(fast(*args[1:]))
+                if fast is not None:  # run()'s own first branch, one call fewer
+                    return fast(*args[1:])
                 return run(plan, backend, args[1:], None, UNSCALED, None)
     subscripts, operands = split_args(args)
     if any_dask(operands):

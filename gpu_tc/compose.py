@@ -12,7 +12,7 @@ dtype; ``result`` is the dtype the caller gets (:mod:`gpu_tc.run` casts into it)
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -21,6 +21,7 @@ import numpy as np
 from .backend import UNSCALED, Backend, OrientationTrial, PrimitivePlan, Scalars
 from .cache import PlanCache
 from .expression import show_label
+from .fast_paths import chained, finished, own_view, viewed
 from .keys import PrimitiveKey
 from .memory import Ledger, nbytes
 from .options import Options
@@ -63,7 +64,7 @@ class _Prepared:
         self.cast = prep.cast
         self.view = prep.view
         self.start = prep.start
-        self.own_view = _own_view(prep.diagonals, prep.order)
+        self.own_view = own_view(prep.diagonals, prep.order)
         self.reduction = reduction
         self.extents = prep.result.extents
 
@@ -83,71 +84,6 @@ class _Prepared:
             self.reduction.execute((x,), reduced, UNSCALED, None)
             x = reduced
         return x
-
-
-def _own_view(calls: tuple[tuple[int, int], ...], order: tuple[int, ...] | None) -> Any:
-    """``f(x)``: the view of ``x`` that its own ``diagonal()`` ``calls``, then a transpose
-    by ``order``, take (program.view_calls); None where there are none."""
-    if not calls:
-        return None if order is None else lambda x: x.transpose(order)
-    if calls == ((0, 1),) and order is None:
-        return lambda x: x.diagonal()
-
-    def take(x: Any) -> Any:
-        for first, second in calls:
-            x = x.diagonal(0, first, second)
-        return x if order is None else x.transpose(order)
-
-    return take
-
-
-def _viewed(backend: Backend, prep: OperandPrep, fresh: Any) -> Any:
-    """``fresh`` applied to the view ``prep`` takes of its operand (a diagonal: a trace)."""
-    view, start = prep.view, prep.start
-    if prep.cast or prep.reduction is not None:
-        return None
-    if view is None:
-        return fresh
-    own_view = _own_view(prep.diagonals, prep.order)
-    if own_view is not None:
-        return lambda x: fresh(own_view(x))
-    return lambda x: fresh(backend.view(x, view, start=start))
-
-
-def _chained(steps: Sequence[tuple[int, int, PrimitivePlan, Any]]) -> Any:
-    """The steps' warm fast paths run in turn, each result fed to the next step (a
-    chain of small contractions without execute()); None unless every step has one.
-
-    The steps' list positions (each step pops its two operands and appends its result)
-    become fixed indexes at plan time: a call appends each result and reads by index."""
-    count = len(steps) + 1  # the chain's operands
-    slots = list(range(count))  # the list of arrays, as indexes of ``values``
-    calls: list[tuple[int, int, Callable[..., Any]]] = []
-    for lhs, rhs, plan, _ in steps:
-        if plan.fresh is None:
-            return None
-        b = slots.pop(rhs)
-        calls.append((slots.pop(lhs), b, plan.fresh))
-        slots.append(count + len(calls) - 1)  # where the step's result will be
-    if len(calls) == 1:
-        return calls[0][2]
-    if len(calls) == 2 and calls[1][1] == count:  # three operands (the commonest chain):
-        # the second step takes the operand left and the first step's result, in order
-        (a, b, first), (left, _, second) = calls
-
-        def two_steps(*operands: Any) -> Any:
-            return second(operands[left], first(operands[a], operands[b]))
-
-        return two_steps
-
-    def chained(*operands: Any) -> Any:
-        values: list[Any] = list(operands)
-        for a, b, fresh in calls:
-            values.append(fresh(values[a], values[b]))
-            values[a] = values[b] = None  # each intermediate freed once used, as in execute()
-        return values[-1]
-
-    return chained
 
 
 _LABEL_GROUP = re.compile(r"(labels? )'([^']*)'")
@@ -254,7 +190,7 @@ class EinsumPlan:
         # a view of one operand whose labels the result only reorders or diagonalises.
         untouched = all(op.untouched for op in self._operands)
         self.fast: Any = None
-        view = program.view_of_operand
+        view, output = program.view_of_operand, program.output
         if not program.output_is_new:
             pass
         elif view is not None and np.dtype(view.dtype) == result:
@@ -262,15 +198,16 @@ class EinsumPlan:
             # is read-only, numpy.einsum's view writable where the operand is.
             calls = program.view_calls
             if calls is not None and not calls[0]:
-                self.fast = _own_view((), calls[1]) or (lambda x: x[...])
+                reorder = own_view((), calls[1]) or (lambda x: x[...])
+                self.fast = finished(backend, reorder, output)
             else:
-                self.fast = lambda x: backend.view(x, view, writable=True)
+                self.fast = finished(backend, lambda x: backend.view(x, view, writable=True),
+                                     output)
         elif self._steps and untouched and self._orientation is None:
-            self.fast = None if self.converts else _chained(self._steps)
+            self.fast = None if self.converts else finished(backend, chained(self._steps),
+                                                            output)
         elif not self._steps and not self.converts and self._final.fresh is not None:
-            self.fast = _viewed(backend, program.operands[0], self._final.fresh)
-        # The same, where no backend.finish is needed: a result of one axis or more.
-        self.fast_final = self.fast if program.output.extents else None
+            self.fast = viewed(backend, program.operands[0], self._final.fresh, output)
         # (plan, problem) per stage: the problem names the labels of the plan's reason.
         reductions: list[tuple[PrimitivePlan, PrimitiveProblem]] = [
             (op.reduction, prep.reduction)
@@ -371,8 +308,7 @@ class StagePlan:
         fresh = self._plan.fresh
         self.fast: Any = None
         if fresh is not None and not self.converts and len(program.operands) == 1:
-            self.fast = _viewed(backend, program.operands[0], fresh)
-        self.fast_final = self.fast if self.output.extents else None
+            self.fast = viewed(backend, program.operands[0], fresh, self.output)
 
     @property
     def route(self) -> str:

@@ -26,8 +26,7 @@ from .strides import same_layout
 class Composed(Protocol):
     """What :func:`run` needs of a composed plan (EinsumPlan, StagePlan)."""
 
-    fast: Any  # f(*operands): a new result, before backend.finish; or None
-    fast_final: Any  # fast where the result has an axis (backend.finish: no change)
+    fast: Any  # f(*operands): a new result as callers get it (finished); or None
     result: np.dtype[Any]  # the dtype the caller gets
     converts: bool  # whether it differs from the output's (compute) dtype
     temporary_bytes: int  # the plan's own peak (gpu_tc.memory)
@@ -89,10 +88,8 @@ def run(
     """
     if out is None:
         if scalars is UNSCALED and addend is None:
-            if plan.fast_final is not None:
-                return plan.fast_final(*operands)
             if plan.fast is not None:
-                return backend.finish(plan.fast(*operands))
+                return plan.fast(*operands)
         result = allocate(backend, plan.output)
         plan.execute(operands, result, scalars, addend)
         if plan.converts:

@@ -21,5 +21,7 @@ def test_every_call_gets_its_time_route_and_profile(monkeypatch):
         time = re.search(rf"`{re.escape(subscripts)}`: gpu_tc ([0-9.]+) us a call", section)
         assert time and 0 < float(time.group(1)) < 1e5
         assert "\nroute blas:small: " in section or "\nroute reduce: " in section
-        # cProfile saw the 20 calls of gpu_tc.einsum
-        assert re.search(r"\n\s+20\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+ \S+api.py", section)
+        # cProfile saw the 20 calls (gpu_tc.einsum's own frames only where its compiled
+        # front did not serve them: theirs is the caller's time)
+        assert re.search(r"\n\s+20\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+ "
+                         r"\S+host_profile.py:\d+\(call\)", section)

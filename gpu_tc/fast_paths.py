@@ -1,0 +1,94 @@
+"""The warm functions of composed plans (``fast``): a call into a new result, unscaled,
+as one or a few backend calls with nothing of the plan's own between them: an
+operand's own diagonal and transpose views, a chain of small contractions' ``fresh``
+calls, and backend.finish where the result has no axis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .backend import Backend, PrimitivePlan
+from .problem import TensorSpec
+from .program import OperandPrep
+
+
+def own_view(calls: tuple[tuple[int, int], ...], order: tuple[int, ...] | None) -> Any:
+    """``f(x)``: the view of ``x`` that its own ``diagonal()`` ``calls``, then a transpose
+    by ``order``, take (program.view_calls); None where there are none."""
+    if not calls:
+        return None if order is None else lambda x: x.transpose(order)
+    if calls == ((0, 1),) and order is None:
+        return lambda x: x.diagonal()
+
+    def take(x: Any) -> Any:
+        for first, second in calls:
+            x = x.diagonal(0, first, second)
+        return x if order is None else x.transpose(order)
+
+    return take
+
+
+def viewed(backend: Backend, prep: OperandPrep, fresh: Any, output: TensorSpec) -> Any:
+    """``fresh`` applied to the view ``prep`` takes of its operand (a diagonal: a trace),
+    finished as :func:`finished` does (a trace to a scalar in one frame)."""
+    view, start = prep.view, prep.start
+    if prep.cast or prep.reduction is not None:
+        return None
+    if view is None:
+        return finished(backend, fresh, output)
+    if prep.diagonals == ((0, 1),) and prep.order is None:  # a trace
+        if output.extents:
+            return lambda x: fresh(x.diagonal())
+        finish = backend.finish
+        return lambda x: finish(fresh(x.diagonal()))
+    take = own_view(prep.diagonals, prep.order)
+    if take is not None:
+        return finished(backend, lambda x: fresh(take(x)), output)
+    return finished(backend, lambda x: fresh(backend.view(x, view, start=start)), output)
+
+
+def finished(backend: Backend, fast: Any, output: TensorSpec) -> Any:
+    """``fast`` whose result the caller gets as it is: with backend.finish (a scalar
+    for a 0-d result) where the result has no axis."""
+    if fast is None or output.extents:
+        return fast
+    finish = backend.finish
+    return lambda *operands: finish(fast(*operands))
+
+
+def chained(steps: Sequence[tuple[int, int, PrimitivePlan, Any]]) -> Any:
+    """The steps' warm fast paths run in turn, each result fed to the next step (a
+    chain of small contractions without execute()); None unless every step has one.
+
+    The steps' list positions (each step pops its two operands and appends its result)
+    become fixed indexes at plan time: a call appends each result and reads by index."""
+    count = len(steps) + 1  # the chain's operands
+    slots = list(range(count))  # the list of arrays, as indexes of ``values``
+    calls: list[tuple[int, int, Callable[..., Any]]] = []
+    for lhs, rhs, plan, _ in steps:
+        if plan.fresh is None:
+            return None
+        b = slots.pop(rhs)
+        calls.append((slots.pop(lhs), b, plan.fresh))
+        slots.append(count + len(calls) - 1)  # where the step's result will be
+    if len(calls) == 1:
+        return calls[0][2]
+    if len(calls) == 2 and calls[1][1] == count:  # three operands (the commonest chain):
+        # the second step takes the operand left and the first step's result, in order
+        (a, b, first), (left, _, second) = calls
+
+        def two_steps(*operands: Any) -> Any:
+            return second(operands[left], first(operands[a], operands[b]))
+
+        return two_steps
+
+    def chained(*operands: Any) -> Any:
+        values: list[Any] = list(operands)
+        for a, b, fresh in calls:
+            values.append(fresh(values[a], values[b]))
+            values[a] = values[b] = None  # each intermediate freed once used, as in execute()
+        return values[-1]
+
+    return chained
