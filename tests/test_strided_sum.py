@@ -334,3 +334,25 @@ def test_the_kernel_refuses_a_nest_that_reaches_outside_its_buffers():
         _sums.strided(src, dst, "f8", "f4", kind, one, zero, zero, 10, 1, 1, 0)
     with pytest.raises(ValueError, match="int64 entries"):
         _sums.strided(src, dst, "f8", "f8", kind, one, zero, np.zeros(2, np.int32), 10, 1, 1, 0)
+
+
+def test_the_kernels_buffer_is_the_array_or_the_dense_array_it_spans():
+    """sum_kernel.memory hands the kernel a C-ordered array that fills its span, or the
+    dense array a view spans whole (a diagonal), as it is; a read-only array asked for
+    writing, a strided part of an array and a Fortran-ordered owner's view get a flat
+    view of the span."""
+    dense = np.arange(16.0).reshape(4, 4).copy()  # owns its memory
+    assert sum_kernel.memory(dense, 0, 16, writeable=True) is dense
+    diagonal = dense.diagonal()
+    assert sum_kernel.memory(diagonal, 0, 16, writeable=False) is dense
+    frozen = dense.copy()
+    frozen.flags.writeable = False
+    assert sum_kernel.memory(frozen, 0, 16, writeable=True) is not frozen
+    assert sum_kernel.memory(frozen, 0, 16, writeable=False) is frozen
+    rows = dense[1:3]  # C-ordered, filling its own span: as it is
+    assert sum_kernel.memory(rows, 0, 8, writeable=False) is rows
+    flat = sum_kernel.memory(dense[:, :2], 0, 14, writeable=False)
+    assert flat.tolist() == list(range(14))
+    fortran = np.asfortranarray(dense)
+    flat = sum_kernel.memory(fortran.diagonal(), 0, 16, writeable=False)
+    assert flat.shape == (16,) and flat[::5].tolist() == [0.0, 5.0, 10.0, 15.0]
