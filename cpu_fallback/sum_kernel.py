@@ -59,15 +59,14 @@ def memory(array: np.ndarray, base: int, span: int, writeable: bool) -> np.ndarr
     fills its span, or that a view spans whole (a square matrix's diagonal: a trace), is
     its own buffer (the kernels read bytes; a flat view costs ~1 us), anything else a
     flat 1-D view (raw_memory.flat)."""
-    if writeable and not array.flags.writeable:
-        return flat(array, array.dtype.str, base, span, writeable=writeable)
-    if base == 0 and array.flags.c_contiguous and array.size == span:
-        return array
-    owner = array.base
-    if (type(owner) is np.ndarray and owner.flags.c_contiguous
-            and owner.nbytes == span * array.itemsize
-            and (not writeable or owner.flags.writeable)):
-        return owner
+    if not writeable or array.flags.writeable:
+        if base == 0 and array.flags.c_contiguous and array.size == span:
+            return array
+        owner = array.base
+        if (type(owner) is np.ndarray and owner.flags.c_contiguous
+                and owner.nbytes == span * array.itemsize
+                and (not writeable or owner.flags.writeable)):
+            return owner
     return flat(array, array.dtype.str, base, span, writeable=writeable)
 
 
