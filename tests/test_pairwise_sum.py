@@ -293,6 +293,66 @@ def test_a_trace_times_the_threads_too_and_keeps_numpys_bits(monkeypatch, rng):
     assert "measured:" in plan.reason and "reduce:threaded-pairwise " in plan.reason
 
 
+def _fresh_cases():
+    rng = np.random.default_rng(13)
+    square = rng.standard_normal((2100, 2100))
+    return [
+        ("ab->", rng.standard_normal((700, 1500)), "ab", "", (0, 1)),
+        ("abcd->a", rng.standard_normal((16, 8, 8, 1024)).astype("float32"), "abcd", "a",
+         (1, 2, 3)),
+        ("ii->", square.diagonal(), "a", "", (0,)),
+        ("bii->b", np.diagonal(square.reshape(3, 700, 2100)[:, :, :700], axis1=1, axis2=2),
+         "ba", "b", (1,)),
+        # 40,000 sums: a result of 312 KiB, from the host pool
+        ("ab->a long", rng.standard_normal((40_000, 32)), "ab", "a", (1,)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(5), ids=[c[0] for c in _fresh_cases()])
+def test_the_fresh_call_returns_a_new_sum_with_numpys_bits(monkeypatch, case):
+    """A warm call into a new result runs the kernel straight into a new C-ordered array
+    of D's extents and dtype (0-d for a total): NumPy's bits, a new array each call."""
+    monkeypatch.setattr(pairwise_sum.os, "cpu_count", lambda: 2)
+    _, x, labels, kept, axes = _fresh_cases()[case]
+    (plan,) = pairwise_sum_plans(_problem(x, labels, kept))
+    first, second = plan.fresh(x), plan.fresh(x)
+    expected = np.add.reduce(x, axis=axes)
+    for result in (first, second):
+        assert type(result) is np.ndarray and result.dtype == x.dtype
+        assert result.shape == expected.shape and result.flags.c_contiguous
+        assert result.flags.writeable and result.tobytes() == expected.tobytes()
+    assert not np.shares_memory(first, second)
+
+
+def test_no_fresh_call_where_d_is_not_c_ordered(rng):
+    """A D with gaps or in another axis order is written by execute() only (the warm
+    path then allocates D as laid out and runs it)."""
+    x = rng.standard_normal((8, 4, 50_000))
+    for source, labels, kept, d in [(x[:, 0], "ab", "a", np.full((8, 3), np.nan)[:, 1]),
+                                    (x, "abc", "ab", np.full((4, 8), np.nan).T)]:
+        problem = _problem(source, labels, kept, d=d)
+        plan = PairwiseSumPlan(problem, row_layout(problem, problem.d), 2)
+        assert plan.fresh is None
+        plan.execute((source,), d, Scalars(), None)
+        np.testing.assert_array_equal(d, np.add.reduce(source, axis=-1))
+
+
+def test_warm_einsum_calls_of_the_route_keep_numpys_bits(monkeypatch, rng):
+    """Once measured, warm einsum calls run the chosen variant's fresh call: a trace
+    gives NumPy's scalar, a partial sum a new array each call."""
+    monkeypatch.setattr(pairwise_sum.os, "cpu_count", lambda: 2)
+    square = rng.standard_normal((4096, 4096))
+    block = rng.standard_normal((64, 64, 256))
+    results = []
+    for _ in range(40):
+        total = gpu_tc.einsum("ii->", square)
+        assert type(total) is np.float64 and total == np.trace(square)
+        results.append(gpu_tc.einsum("abc->a", block))
+        np.testing.assert_array_equal(results[-1], block.sum(axis=(1, 2)))
+    assert not np.shares_memory(results[-1], results[-2])
+    assert "reduce:threaded-pairwise " in gpu_tc.prepare("ii->", square).reason
+
+
 def test_the_compiled_sums_are_built():
     """gpu_tc's install builds cpu_fallback._sums (setup.py); without it long sums run
     as NumPy's one-thread reductions."""
@@ -362,11 +422,13 @@ def test_a_forked_child_sums_on_its_own_thread_with_the_same_bits():
         "program = leaf_program(cuts(1_000_000, 4))\n"
         "d = np.empty(())\n"
         "pairwise_kernel.run(x, d, layout, program, parallel=True)\n"
+        "call = pairwise_kernel.bound(layout, program, x.dtype, parallel=True)\n"
         "pid = os.fork()\n"
         "if pid == 0:\n"
-        "    e = np.empty(())\n"
+        "    e, f = np.empty(()), np.empty(())\n"
         "    pairwise_kernel.run(x, e, layout, program, parallel=True)\n"
-        "    os._exit(0 if e == x.sum() else 3)\n"
+        "    call(x, f)  # bound in the parent\n"
+        "    os._exit(0 if e == x.sum() == f else 3)\n"
         "_, status = os.waitpid(pid, 0)\n"
         "print(os.waitstatus_to_exitcode(status), d == x.sum())\n"
     )
