@@ -25,7 +25,8 @@ from . import mkl
 from .contraction import CpuContractionPlan
 from .elementwise import CpuElementwisePlan
 from .gathered import gathered_plans
-from .measure import MIN_FLOPS, MeasuredPlan
+from .measure import MIN_FLOPS
+from .measured_plan import MeasuredPlan
 from .orientation import OrientationTrial
 from .pairwise_sum import pairwise_sum_plans
 from .permute import CpuPermutationPlan

@@ -5,10 +5,13 @@ orientations of a new result) no constant tuned on one host and one size picks w
 on another, so the CPU backend times them on the calls themselves: every call computes
 the full, correct result with one of the variants. A :class:`Choice` runs each variant
 in turn, one untimed call, then SAMPLES timed calls in a row, and keeps the one whose
-fastest timed call is fastest (a load on the host, page faults, another library's
-threads only ever slow a call down: on the 2-core test host the first calls of a new
-plan took up to 3x the later ones); the current choice stays unless another beats it
-by MARGIN. At first the choice is variant 0 (a reduction's: NumPy's own reduction, or
+median timed call is fastest: one call slowed by a load on the host, page faults or
+another library's threads does not count (on the 2-core test host the first calls of a
+new plan took up to 3x the later ones), nor does one lucky call of a variant whose
+calls vary by themselves (a ufunc sum split over Python's threads, whose worker wakes
+late now and then: a 4096^2 'ab->' ran 3.8-8 ms, and kept on its fastest call it ran
+0.44x TBLIS in the benchmark). The current choice stays unless another beats it by
+MARGIN. At first the choice is variant 0 (a reduction's: NumPy's own reduction, or
 the OpenMP sums where NumPy's would be split over threads), or, where variant 0 is only
 the rule's guess (a contraction's lowerings and orientations), none: the first
 measurement keeps the fastest. The untimed call leads in (page faults,
@@ -31,7 +34,11 @@ RECHECK_SHARE of the time. Host timings are real here: CPU calls are synchronous
 Where a timed call takes LONG_SECONDS or more (a large GEMM: seconds a call) lead-ins
 and holds matter little and each timed call costs much: the rest of the measurement
 is long, one timed call of each variant, the current choice first, then SAMPLES in all
-of those within LONG_CONTENDERS x the fastest; later re-checks time the same way.
+of those within LONG_CONTENDERS x the fastest; later re-checks time the same way, but
+only the variants that were within LONG_CONTENDERS x the fastest at the last decision
+(the others keep their times): a re-check of TCCG case 12 at half extents (~0.3 s a
+call) timed a variant 1.5x slower than the choice, one call of 0.44-0.49 s among a
+benchmark's three timed runs.
 
 A choice given a ``key`` (its problem as plain text) saves each decision in the
 persistent cache (:mod:`cpu_fallback.decisions`), and a later process's choice of the
@@ -48,14 +55,9 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
-from gpu_tc.backend import UNSCALED, PlanDefaults, PrimitivePlan, Scalars
-from gpu_tc.problem import TensorSpec
-from gpu_tc.run import dense_allocation
+from gpu_tc.backend import PrimitivePlan, Scalars
 
 from . import decisions
-from .pool import HOST_POOL
 
 # Below this many flops a contraction takes well under a millisecond: its variants are
 # not worth timing (the rule's pick runs).
@@ -185,10 +187,17 @@ class Choice:
         each, the current choice first (more follow for the contenders, see record)."""
         if self._long:
             return [(v, True) for v in [self.best] + [v for v in range(len(self.names))
-                                                        if v != self.best]]
+                                                        if v != self.best and self._contender(v)]]
         run = [False] + [True] * SAMPLES
         order = sorted(range(len(self.names)), key=lambda v: SPIN_SECONDS[self.engines[v]])
         return [(v, timed) for v in order for timed in run]
+
+    def _contender(self, variant: int) -> bool:
+        """Whether a long re-check times ``variant``: within LONG_CONTENDERS x the
+        fastest time at the last decision (every variant before the first)."""
+        if not self._decided_times:
+            return True
+        return self._decided_times[variant] <= LONG_CONTENDERS * min(self._decided_times)
 
     def _pick(self, allowed: Sequence[int] | None, pop: bool) -> tuple[int, bool]:
         for position, (variant, timed) in enumerate(self._queue):
@@ -237,9 +246,10 @@ class Choice:
         return not self._queue
 
     def _time(self, variant: int) -> float:
-        """The variant's time: the fastest of its last SAMPLES timed calls."""
-        samples = self._samples[variant]
-        return min(samples) if samples else float("inf")
+        """The variant's time: the median of its last SAMPLES timed calls (of two, the
+        slower)."""
+        samples = sorted(self._samples[variant])
+        return samples[len(samples) // 2] if samples else float("inf")
 
     def _decide(self) -> None:
         fastest = min(range(len(self.names)), key=self._time)
@@ -247,20 +257,23 @@ class Choice:
         if first or self._time(fastest) < (1 - MARGIN) * self._time(self.best):
             self.best = fastest
         self._decided, self.restored = True, False
+        # A variant a long re-check left out keeps its time from before.
+        self._decided_times = [self._time(i) if self._samples[i] or not self._decided_times
+                                else self._decided_times[i] for i in range(len(self.names))]
         self._recheck = self._calls_before_recheck()
-        self._decided_times = [self._time(i) for i in range(len(self.names))]
         if self._key is not None:
             decisions.remember(self._key, self.names, self.best, self._decided_times)
 
     def _calls_before_recheck(self) -> int:
         """Calls of the choice before the next re-check: at least ``_fewest_calls``,
-        and enough that the re-check's extra time (RUN calls of each other variant,
-        less the choice's time, by the last timings) is at most RECHECK_SHARE of
+        and enough that the re-check's extra time (RUN calls of each other variant it
+        times, less the choice's time, by the last timings) is at most RECHECK_SHARE of
         theirs."""
         best = self._time(self.best)
         if not 0 < best < float("inf"):
             return self._fewest_calls
-        others = [self._time(v) for v in range(len(self.names)) if v != self.best]
+        others = [self._time(v) for v in range(len(self.names))
+                  if v != self.best and (not self._long or self._contender(v))]
         calls = 1 if self._long else RUN  # a long re-check times the slow variants once
         extra = calls * sum(m - best for m in others if best < m < float("inf"))
         if len(set(self.engines)) > 1 and not self._long:  # lead-ins while threads spin
@@ -280,9 +293,9 @@ class Choice:
                 return (f"measured in an earlier process (gpu_tc's route cache): "
                         f"{self.names[self.best]} kept ({times}; re-checked after "
                         f"{self._recheck} calls)")
-            samples = (f"the fastest of up to {SAMPLES} timed calls, one where a call took "
+            samples = (f"the median of up to {SAMPLES} timed calls, one where a call took "
                        f"{LONG_CONTENDERS}x the fastest" if self._long
-                       else f"the fastest of the last {SAMPLES} timed calls")
+                       else f"the median of the last {SAMPLES} timed calls")
             margin = "" if self._incumbent else " after the first measurement"
             return (f"measured: {self.names[self.best]} kept ({times}; {samples}, "
                     f"{MARGIN:.0%} margin for a change{margin}; re-checked after "
@@ -293,99 +306,20 @@ def timed_run(choice: Choice, plans: Sequence[PrimitivePlan], inputs: Any, out: 
               scalars: Scalars, addend: Any, allowed: Sequence[int] | None = None) -> None:
     """Run the variant ``choice`` picks (among ``allowed``) and report its time."""
     variant, timed = choice.next(allowed)
-    _run_variant(choice, plans, variant, timed, inputs, out, scalars, addend)
+    run_variant(choice, plans, variant, timed, inputs, out, scalars, addend)
 
 
-def _run_variant(choice: Choice, plans: Sequence[PrimitivePlan], variant: int, timed: bool,
-                 inputs: Any, out: Any, scalars: Scalars, addend: Any) -> None:
+def run_variant(choice: Choice, plans: Sequence[PrimitivePlan], variant: int, timed: bool,
+                inputs: Any, out: Any, scalars: Scalars, addend: Any) -> None:
     """Run ``variant``, as :meth:`Choice.next` said, and report its time."""
     start = time.perf_counter()
     plans[variant].execute(inputs, out, scalars, addend)
     end = time.perf_counter()
-    engine = choice.engines[variant]
-    _spinning[engine] = end + SPIN_SECONDS[engine]
+    left_spinning(choice.engines[variant], end)
     choice.record(variant, end - start, timed)
 
 
-def engines(plans: Sequence[PrimitivePlan]) -> list[str]:
-    """Whose threads each plan's calls leave spinning: 'numpy' for NumPy's broadcast
-    multiply (one thread, none left spinning), 'blas' for another route on NumPy's BLAS,
-    else 'openmp' (gpu_tc's own kernels, and MKL's GEMMs: cpu_fallback.mkl runs them on
-    GNU OpenMP's threads, the kernels' own)."""
-    return ["numpy" if plan.route == "blas:multiply"
-            else "blas" if str(plan.route).startswith("blas:") else "openmp"
-            for plan in plans]
-
-
-def variant_names(plans: Sequence[PrimitivePlan], prefixes: Sequence[str] = ()) -> list[str]:
-    """Names for a reason: each plan's route (with its prefix), numbered when repeated."""
-    names = [f"{p} {plan.route}" if p else plan.route
-             for p, plan in zip(list(prefixes) or [""] * len(plans), plans)]
-    return [f"{n} #{i + 1}" if names.count(n) > 1 else n for i, n in enumerate(names)]
-
-
-def choice_key(problem: str | None, plans: Sequence[PrimitivePlan]) -> str | None:
-    """A choice's key: the problem's text and each plan's reason (its blocking too)."""
-    return None if problem is None else f"{problem} by {[plan.reason for plan in plans]}"
-
-
-class MeasuredPlan(PlanDefaults):
-    """Several primitive plans of one problem (same layouts in and out), run by a
-    :class:`Choice`: its route and reason are the chosen plan's, plus the timings.
-    ``key``: the problem as plain text, to keep decisions across processes."""
-
-    def __init__(self, plans: Sequence[PrimitivePlan], key: str | None = None,
-                 d: TensorSpec | None = None, incumbent: bool = True) -> None:
-        self.plans = tuple(plans)
-        self.choice = Choice(variant_names(self.plans), choice_key(key, self.plans),
-                             engines(self.plans), incumbent)
-        # The most any of the plans takes: each runs while they are timed.
-        self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)
-        self.fresh = None if d is None else _fresh_call(self.choice, self.plans, d)
-
-    @property
-    def route(self) -> str:
-        """The route of the plan chosen (so far)."""
-        return str(self.plans[self.choice.best].route)
-
-    @property
-    def reason(self) -> str:
-        """The chosen plan's reason and the measurement."""
-        return f"{self.plans[self.choice.best].reason}; {self.choice.describe()}"
-
-    def __repr__(self) -> str:
-        return f"MeasuredPlan(route={self.route!r}, reason={self.reason!r})"
-
-    def execute(self, inputs: Sequence[Any], out: Any, scalars: Scalars, addend: Any) -> None:
-        """Write the result with the plan the choice picks."""
-        timed_run(self.choice, self.plans, inputs, out, scalars, addend)
-
-
-def _fresh_call(choice: Choice, plans: Sequence[PrimitivePlan], d: TensorSpec) -> Any:
-    """``f(*inputs)`` returning a new result laid out as ``d`` (the warm path of a call
-    into a new result): where the call is not timed (settled, or a measurement's
-    lead-in), the picked variant's own fresh call where it has one; else that variant
-    into a new array, timed as execute() would be; None where no plan has a fresh call
-    or ``d`` has gaps."""
-    calls = [plan.fresh for plan in plans]
-    dense = dense_allocation(d)
-    if dense is None or not any(calls):
-        return None
-    extents, axes = dense
-    dtype = str(np.dtype(d.dtype))
-
-    def fresh(*inputs: Any) -> Any:
-        variant, timed = choice.next()
-        call = calls[variant]
-        if call is not None and not timed:
-            result = call(*inputs)
-            engine = choice.engines[variant]
-            _spinning[engine] = time.perf_counter() + SPIN_SECONDS[engine]
-            return result
-        out = HOST_POOL.empty(extents, dtype)
-        if axes is not None:
-            out = out.transpose(axes)
-        _run_variant(choice, plans, variant, timed, inputs, out, UNSCALED, None)
-        return out
-
-    return fresh
+def left_spinning(engine: str, end: float | None = None) -> None:
+    """Note that a call on ``engine`` returned at ``end`` (default: now), its threads
+    spinning for SPIN_SECONDS more."""
+    _spinning[engine] = (time.perf_counter() if end is None else end) + SPIN_SECONDS[engine]

@@ -20,7 +20,7 @@ from helpers import assert_close, reference_einsum
 import gpu_tc
 from cpu_fallback import mkl
 from cpu_fallback.backend import CpuBackend
-from cpu_fallback.measure import MeasuredPlan
+from cpu_fallback.measured_plan import MeasuredPlan
 from gpu_tc import Options
 from gpu_tc.backend import Scalars
 from gpu_tc.bench import text

@@ -1,0 +1,100 @@
+"""Several plans of one problem run as one plan, the variant to run chosen by timing
+(cpu_fallback.measure's Choice): the plan the backend hands out where routes compete,
+with a warm call into a new result that runs the picked variant's own."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from gpu_tc.backend import UNSCALED, PlanDefaults, PrimitivePlan, Scalars
+from gpu_tc.problem import TensorSpec
+from gpu_tc.run import dense_allocation
+
+from .measure import Choice, left_spinning, run_variant, timed_run
+from .pool import HOST_POOL
+
+
+def engines(plans: Sequence[PrimitivePlan]) -> list[str]:
+    """Whose threads each plan's calls leave spinning: 'numpy' for NumPy's broadcast
+    multiply (one thread, none left spinning), 'blas' for another route on NumPy's BLAS,
+    else 'openmp' (gpu_tc's own kernels, and MKL's GEMMs: cpu_fallback.mkl runs them on
+    GNU OpenMP's threads, the kernels' own)."""
+    return ["numpy" if plan.route == "blas:multiply"
+            else "blas" if str(plan.route).startswith("blas:") else "openmp"
+            for plan in plans]
+
+
+def variant_names(plans: Sequence[PrimitivePlan], prefixes: Sequence[str] = ()) -> list[str]:
+    """Names for a reason: each plan's route (with its prefix), numbered when repeated."""
+    names = [f"{p} {plan.route}" if p else plan.route
+             for p, plan in zip(list(prefixes) or [""] * len(plans), plans)]
+    return [f"{n} #{i + 1}" if names.count(n) > 1 else n for i, n in enumerate(names)]
+
+
+def choice_key(problem: str | None, plans: Sequence[PrimitivePlan]) -> str | None:
+    """A choice's key: the problem's text and each plan's reason (its blocking too)."""
+    return None if problem is None else f"{problem} by {[plan.reason for plan in plans]}"
+
+
+class MeasuredPlan(PlanDefaults):
+    """Several primitive plans of one problem (same layouts in and out), run by a
+    :class:`Choice`: its route and reason are the chosen plan's, plus the timings.
+    ``key``: the problem as plain text, to keep decisions across processes."""
+
+    def __init__(self, plans: Sequence[PrimitivePlan], key: str | None = None,
+                 d: TensorSpec | None = None, incumbent: bool = True) -> None:
+        self.plans = tuple(plans)
+        self.choice = Choice(variant_names(self.plans), choice_key(key, self.plans),
+                             engines(self.plans), incumbent)
+        # The most any of the plans takes: each runs while they are timed.
+        self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)
+        self.fresh = None if d is None else _fresh_call(self.choice, self.plans, d)
+
+    @property
+    def route(self) -> str:
+        """The route of the plan chosen (so far)."""
+        return str(self.plans[self.choice.best].route)
+
+    @property
+    def reason(self) -> str:
+        """The chosen plan's reason and the measurement."""
+        return f"{self.plans[self.choice.best].reason}; {self.choice.describe()}"
+
+    def __repr__(self) -> str:
+        return f"MeasuredPlan(route={self.route!r}, reason={self.reason!r})"
+
+    def execute(self, inputs: Sequence[Any], out: Any, scalars: Scalars, addend: Any) -> None:
+        """Write the result with the plan the choice picks."""
+        timed_run(self.choice, self.plans, inputs, out, scalars, addend)
+
+
+def _fresh_call(choice: Choice, plans: Sequence[PrimitivePlan], d: TensorSpec) -> Any:
+    """``f(*inputs)`` returning a new result laid out as ``d`` (the warm path of a call
+    into a new result): where the call is not timed (settled, or a measurement's
+    lead-in), the picked variant's own fresh call where it has one; else that variant
+    into a new array, timed as execute() would be; None where no plan has a fresh call
+    or ``d`` has gaps."""
+    calls = [plan.fresh for plan in plans]
+    dense = dense_allocation(d)
+    if dense is None or not any(calls):
+        return None
+    extents, axes = dense
+    dtype = str(np.dtype(d.dtype))
+
+    def fresh(*inputs: Any) -> Any:
+        variant, timed = choice.next()
+        call = calls[variant]
+        if call is not None and not timed:
+            result = call(*inputs)
+            left_spinning(choice.engines[variant])
+            return result
+        out = HOST_POOL.empty(extents, dtype)
+        if axes is not None:
+            out = out.transpose(axes)
+        run_variant(choice, plans, variant, timed, inputs, out, UNSCALED, None)
+        return out
+
+    return fresh
