@@ -32,13 +32,14 @@ OVERRIDE_PREFIXES = ("OPENBLAS_", "GOTO", "MKL_", "OMP_", "BLIS_", "NUMBA_")
 
 def recall(key: str, names: Sequence[str]) -> dict[str, Any] | None:
     """The decision saved for ``key`` among ``names``: {"best": index, "seconds":
-    per variant}, or None (none saved, the cache off, other variants, or a record of
-    medians, kept before a variant's time was its fastest call)."""
+    per variant}, or None (none saved, the cache off, other variants, or a record kept
+    under an earlier rule: "medians" before a variant's time was its fastest call,
+    "seconds" while it was, "median_seconds" since it is its median again)."""
     store = _store()
     record = None if store is None else store.load(_full_key(key, names))
-    if record is None or record.get("best") not in names or "seconds" not in record:
+    if record is None or record.get("best") not in names or "median_seconds" not in record:
         return None  # the key holds the names
-    return {"best": list(names).index(record["best"]), "seconds": record["seconds"]}
+    return {"best": list(names).index(record["best"]), "seconds": record["median_seconds"]}
 
 
 def remember(key: str, names: Sequence[str], best: int, seconds: Sequence[float]) -> None:
@@ -46,7 +47,7 @@ def remember(key: str, names: Sequence[str], best: int, seconds: Sequence[float]
     store = _store()
     if store is not None:
         store.save(_full_key(key, names), {"names": list(names), "best": names[best],
-                                           "seconds": [float(t) for t in seconds]})
+                                           "median_seconds": [float(t) for t in seconds]})
 
 
 def _full_key(key: str, names: Sequence[str]) -> str:

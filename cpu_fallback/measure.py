@@ -21,10 +21,10 @@ after the switch would have charged to a 0.25 ms kernel), so a variant is timed 
 run of its own calls finds it, or, inside a chain of steps, as the steps around it
 leave the threads. The lead-in lasts longer while another engine's threads still spin
 (SPIN_SECONDS; OpenBLAS's keep a core busy for a tenth of a second after each call),
-and each measurement times the variants of that engine last. Later every variant is
+and each measurement times the variants of that engine last. Later the variants are
 timed SAMPLES times afresh and the choice made again under the same margin: one
 disturbed run of calls cannot pin a slow variant, and a choice made under a passing
-load is undone at the next re-check. A re-check comes after at least RECHECK_FIRST calls, then
+load is undone at a re-check. A re-check comes after at least RECHECK_FIRST calls, then
 8x as many each time, and never before the calls since the choice have taken
 1 / RECHECK_SHARE times what the re-check's slower variants will cost by the last
 timings: where a variant is several times slower than the choice (a one-thread
@@ -35,10 +35,11 @@ Where a timed call takes LONG_SECONDS or more (a large GEMM: seconds a call) lea
 and holds matter little and each timed call costs much: the rest of the measurement
 is long, one timed call of each variant, the current choice first, then SAMPLES in all
 of those within LONG_CONTENDERS x the fastest; later re-checks time the same way, but
-only the variants that were within LONG_CONTENDERS x the fastest at the last decision
-(the others keep their times): a re-check of TCCG case 12 at half extents (~0.3 s a
-call) timed a variant 1.5x slower than the choice, one call of 0.44-0.49 s among a
-benchmark's three timed runs.
+every other one (the first too) only the choice and the variants within LONG_CONTENDERS
+x its time at the last decision, the others keeping their times till the next: a
+re-check of TCCG case 12 at half extents (~0.3 s a call) had timed a variant 1.5x
+slower than the choice, one call of 0.44-0.49 s among a benchmark's three timed runs,
+while a variant whose one timed call a load slowed still gets timed again.
 
 A choice given a ``key`` (its problem as plain text) saves each decision in the
 persistent cache (:mod:`cpu_fallback.decisions`), and a later process's choice of the
@@ -98,7 +99,7 @@ class Choice:
         key: The problem the variants solve, as plain text: decisions are saved under
             it and restored from it (see the module docstring); None keeps none.
         engines: Whose threads each variant's calls leave spinning (keys of
-            SPIN_SECONDS, see :func:`engines`); None: all the same.
+            SPIN_SECONDS, see cpu_fallback.measured_plan.engines); None: all the same.
         incumbent: Whether the first decision too keeps variant 0 unless another beats
             it by MARGIN (variant 0 preferred for its own sake); False: the first
             decision takes the fastest (variant 0 only a guess), re-checks the margin.
@@ -122,6 +123,7 @@ class Choice:
         self._fewest_calls = RECHECK_FIRST  # before the next re-check, at the least
         self._recheck = RECHECK_FIRST
         self._decided = False
+        self._rechecks = 0  # re-checks begun
         # The timings the last decision saw (a re-check's partial samples are not shown).
         self._decided_times: list[float] = []
         self._lock = threading.Lock()
@@ -152,8 +154,9 @@ class Choice:
         with self._lock:
             if not self._queue:
                 self._calls += 1
-                if self._calls > self._recheck:  # time every variant afresh
+                if self._calls > self._recheck:  # time the variants afresh
                     self._calls = 0
+                    self._rechecks += 1
                     self._fewest_calls *= RECHECK_GROWTH
                     self._samples = [[] for _ in self.names]
                     self._queue.extend(self._rounds())
@@ -184,20 +187,27 @@ class Choice:
         """The calls of one measurement: each variant in turn, a lead-in then SAMPLES
         timed calls; the variants whose engine spins longest last, so that the others
         are timed without waiting for those threads. Long calls: one timed call of
-        each, the current choice first (more follow for the contenders, see record)."""
+        each, the current choice first (more follow for the contenders, see record);
+        every other re-check, of the close ones only (see :meth:`_close_only`)."""
         if self._long:
-            return [(v, True) for v in [self.best] + [v for v in range(len(self.names))
-                                                        if v != self.best and self._contender(v)]]
+            close_only = self._close_only(self._rechecks)
+            return [(v, True) for v in [self.best] + [
+                v for v in range(len(self.names))
+                if v != self.best and (not close_only or self._close(v))]]
         run = [False] + [True] * SAMPLES
         order = sorted(range(len(self.names)), key=lambda v: SPIN_SECONDS[self.engines[v]])
         return [(v, timed) for v in order for timed in run]
 
-    def _contender(self, variant: int) -> bool:
-        """Whether a long re-check times ``variant``: within LONG_CONTENDERS x the
-        fastest time at the last decision (every variant before the first)."""
-        if not self._decided_times:
-            return True
-        return self._decided_times[variant] <= LONG_CONTENDERS * min(self._decided_times)
+    def _close_only(self, recheck: int) -> bool:
+        """Whether long re-check number ``recheck`` (1: the first) times only the choice
+        and the variants close to it: the odd ones, after a decision."""
+        return recheck % 2 == 1 and bool(self._decided_times)
+
+    def _close(self, variant: int) -> bool:
+        """Whether ``variant`` was within LONG_CONTENDERS x the choice's time at the last
+        decision."""
+        return (self._decided_times[variant]
+                <= LONG_CONTENDERS * self._decided_times[self.best])
 
     def _pick(self, allowed: Sequence[int] | None, pop: bool) -> tuple[int, bool]:
         for position, (variant, timed) in enumerate(self._queue):
@@ -266,16 +276,25 @@ class Choice:
 
     def _calls_before_recheck(self) -> int:
         """Calls of the choice before the next re-check: at least ``_fewest_calls``,
-        and enough that the re-check's extra time (RUN calls of each other variant it
-        times, less the choice's time, by the last timings) is at most RECHECK_SHARE of
-        theirs."""
-        best = self._time(self.best)
+        and enough that the re-check's extra time by the last decision's times (each
+        other variant's time less the choice's: RUN calls of each; where calls are
+        long, SAMPLES of each variant close to the choice and one of each other the
+        re-check times) is at most RECHECK_SHARE of theirs."""
+        times = self._decided_times
+        best = times[self.best] if times else 0.0
         if not 0 < best < float("inf"):
             return self._fewest_calls
-        others = [self._time(v) for v in range(len(self.names))
-                  if v != self.best and (not self._long or self._contender(v))]
-        calls = 1 if self._long else RUN  # a long re-check times the slow variants once
-        extra = calls * sum(m - best for m in others if best < m < float("inf"))
+        close_only = self._close_only(self._rechecks + 1)
+        extra = 0.0
+        for variant, seconds in enumerate(times):
+            if variant == self.best or not best < seconds < float("inf"):
+                continue
+            if not self._long:
+                extra += RUN * (seconds - best)
+            elif self._close(variant):
+                extra += SAMPLES * (seconds - best)
+            elif not close_only:
+                extra += seconds - best
         if len(set(self.engines)) > 1 and not self._long:  # lead-ins while threads spin
             extra += SPIN_SECONDS[self.engines[self.best]]
         return max(self._fewest_calls, math.ceil(extra / (RECHECK_SHARE * best) - 1e-9))
@@ -294,7 +313,8 @@ class Choice:
                         f"{self.names[self.best]} kept ({times}; re-checked after "
                         f"{self._recheck} calls)")
             samples = (f"the median of up to {SAMPLES} timed calls, one where a call took "
-                       f"{LONG_CONTENDERS}x the fastest" if self._long
+                       f"{LONG_CONTENDERS}x the fastest, every other re-check of those "
+                       f"within {LONG_CONTENDERS}x the choice only" if self._long
                        else f"the median of the last {SAMPLES} timed calls")
             margin = "" if self._incumbent else " after the first measurement"
             return (f"measured: {self.names[self.best]} kept ({times}; {samples}, "

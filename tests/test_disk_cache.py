@@ -61,7 +61,7 @@ def test_a_decision_is_saved_and_a_new_choice_of_the_same_key_starts_from_it(cac
     (path,) = _record_files(cache)
     record = json.loads(path.read_text())
     assert record["gpu_tc"] == __version__ and record["value"]["best"] == "other"
-    assert record["value"]["seconds"] == [2.0, 1.0]
+    assert record["value"]["median_seconds"] == [2.0, 1.0]
 
     again = Choice(["rule", "other"], key=KEY)
     assert again.restored and again.settled and again.best == 1
@@ -96,12 +96,16 @@ def test_a_restored_decision_waits_as_its_saved_times_say(cache):
     assert restored.next()[0] == 0  # the re-check
 
 
-def test_a_record_of_medians_from_before_is_measured_again(cache):
-    """Records kept each variant's median before a variant's time was its fastest call:
-    such a record is not restored (and no warning: it is well formed)."""
+@pytest.mark.parametrize("field", ["medians", "seconds"])
+def test_a_record_kept_under_an_earlier_rule_is_measured_again(cache, field):
+    """Records kept each variant's median ("medians"), then its fastest call
+    ("seconds"), before a variant's time was its median again: such a record is not
+    restored (and no warning: it is well formed)."""
     _settle(Choice(["rule", "other"], key=KEY), [2.0, 1.0])
     (path,) = _record_files(cache)
-    path.write_text(path.read_text().replace('"seconds"', '"medians"'), encoding="utf-8")
+    text = path.read_text()
+    assert '"median_seconds"' in text
+    path.write_text(text.replace('"median_seconds"', f'"{field}"'), encoding="utf-8")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fresh = Choice(["rule", "other"], key=KEY)

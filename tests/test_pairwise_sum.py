@@ -322,6 +322,8 @@ def test_the_fresh_call_returns_a_new_sum_with_numpys_bits(monkeypatch, case):
         assert result.shape == expected.shape and result.flags.c_contiguous
         assert result.flags.writeable and result.tobytes() == expected.tobytes()
     assert not np.shares_memory(first, second)
+    # a result of 256 KiB or more is a view of a pooled buffer, a smaller one NumPy's own
+    assert first.flags.owndata == (first.nbytes < (256 << 10))
 
 
 def test_no_fresh_call_where_d_is_not_c_ordered(rng):
@@ -341,6 +343,20 @@ def test_warm_einsum_calls_of_the_route_keep_numpys_bits(monkeypatch, rng):
     """Once measured, warm einsum calls run the chosen variant's fresh call: a trace
     gives NumPy's scalar, a partial sum a new array each call."""
     monkeypatch.setattr(pairwise_sum.os, "cpu_count", lambda: 2)
+    fresh_calls = []
+    made = PairwiseSumPlan._fresh_call
+
+    def counted(plan):
+        call = made(plan)
+
+        def fresh(a):
+            fresh_calls.append(a.shape)
+            return call(a)
+
+        return fresh
+
+    monkeypatch.setattr(PairwiseSumPlan, "_fresh_call", counted)
+    gpu_tc.plan_cache().clear()
     square = rng.standard_normal((4096, 4096))
     block = rng.standard_normal((64, 64, 256))
     results = []
@@ -350,7 +366,8 @@ def test_warm_einsum_calls_of_the_route_keep_numpys_bits(monkeypatch, rng):
         results.append(gpu_tc.einsum("abc->a", block))
         np.testing.assert_array_equal(results[-1], block.sum(axis=(1, 2)))
     assert not np.shares_memory(results[-1], results[-2])
-    assert "reduce:threaded-pairwise " in gpu_tc.prepare("ii->", square).reason
+    # each plan's lead-in call of the route at least ran its fresh call
+    assert (4096,) in fresh_calls and (64, 64, 256) in fresh_calls
 
 
 def test_the_compiled_sums_are_built():
