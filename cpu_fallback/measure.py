@@ -217,7 +217,9 @@ class Choice:
                 return variant, timed
         if allowed is None or self.best in allowed:
             return self.best, False
-        return min(allowed, key=self._time), False
+        # the fastest allowed at the last decision (a long re-check leaves some untimed)
+        key = self._decided_times.__getitem__ if self._decided_times else self._time
+        return min(allowed, key=key), False
 
     def record(self, variant: int, seconds: float, timed: bool) -> None:
         """The seconds a call of ``variant`` took (``timed`` as :meth:`next` said)."""

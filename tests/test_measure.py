@@ -296,6 +296,19 @@ def test_every_other_long_recheck_times_only_the_variants_close_to_the_choice(mo
     assert 2 in [v for v, _ in calls] and choice.best == 2
 
 
+def test_a_variant_a_long_recheck_left_out_is_still_picked_among_those_allowed(monkeypatch):
+    """Where the choice is not allowed (an `out` in the other layout), the fastest
+    allowed variant at the last decision runs, timed in that re-check or not."""
+    monkeypatch.setattr(measure, "LONG_SECONDS", 1.0)
+    choice = Choice(["best", "slow", "fair"])
+    seconds = {0: 2.0, 1: 9.0, 2: 6.0}
+    _until_settled(choice, seconds)
+    choice._recheck = 0
+    calls = _until_settled(choice, seconds)  # the first re-check: 'best' alone is close
+    assert {v for v, _ in calls} == {0}
+    assert choice.next(allowed=[1, 2]) == (2, False)
+
+
 def test_engines_must_name_one_known_engine_per_variant():
     with pytest.raises(ValueError, match="engines"):
         Choice(["a", "b"], engines=["blas"])
