@@ -9,7 +9,7 @@ import pytest
 
 import gpu_tc
 from cpu_fallback import pool as pool_module
-from cpu_fallback.pool import GRANULE, MAX_BUFFERS, MIN_BYTES, HostPool
+from cpu_fallback.pool import ALIGN, GRANULE, MAX_BUFFERS, MIN_BYTES, HostPool
 from gpu_tc.errors import OptionsError
 
 BIG = (1024, 1024)  # 8 MiB of float64: pooled
@@ -33,7 +33,7 @@ def test_idle_buffer_is_reused_and_rounded_to_the_granule():
     pool = HostPool(limit=1 << 30)
     x = pool.empty(BIG, "float64")
     first = _address(x)
-    assert x.base.nbytes % GRANULE == 0 and x.base.nbytes >= x.nbytes
+    assert (x.base.nbytes - ALIGN) % GRANULE == 0 and x.base.nbytes - ALIGN >= x.nbytes
     del x
     assert pool.stats().idle_bytes == 8 << 20
     y = pool.empty((2048, 512), "float64")  # same size class, other shape
@@ -54,6 +54,19 @@ def test_a_live_view_keeps_its_buffer_from_reuse():
     assert np.all(view == 7.0)
 
 
+@pytest.mark.parametrize("shape", [BIG, (MIN_BYTES // 8,), (300_001,), (2 << 20 >> 3,)])
+def test_pooled_arrays_start_on_a_cache_line_however_numpy_places_its_buffers(shape):
+    pool = HostPool(limit=1 << 30)
+    first = pool.empty(shape, "float64")
+    address = _address(first)
+    del first
+    again = pool.empty(shape, "float64")  # the same buffer, at the same start
+    assert _address(again) == address and address % ALIGN == 0
+    again[...] = 2.0  # every byte of the request lies inside its buffer
+    start = address - _address(again.base)
+    assert 0 <= start < ALIGN and start + again.nbytes <= again.base.nbytes
+
+
 def test_small_requests_bypass_the_pool():
     pool = HostPool(limit=1 << 30)
     x = pool.empty(SMALL, "float64")
@@ -72,7 +85,7 @@ def test_limit_bounds_the_idle_bytes_and_zero_turns_the_pool_off():
     assert pool.stats().idle_bytes <= 20 << 20
     pool.limit = 0
     stats = pool.stats()
-    assert stats.idle_bytes == 0 and stats.in_use_bytes == keep.base.nbytes
+    assert stats.idle_bytes == 0 and stats.in_use_bytes == keep.nbytes
     fresh = pool.empty(BIG, "float64")
     assert fresh.flags.owndata  # off: plain numpy.empty
 
@@ -104,7 +117,7 @@ def test_clear_drops_idle_buffers_and_keeps_live_ones():
     pool.empty(BIG, "float64")  # dropped at once: idle
     pool.clear()
     stats = pool.stats()
-    assert (stats.buffers, stats.idle_bytes, stats.in_use_bytes) == (1, 0, live.base.nbytes)
+    assert (stats.buffers, stats.idle_bytes, stats.in_use_bytes) == (1, 0, 8 << 20)
     assert np.all(live == 3.0)
 
 
