@@ -26,25 +26,31 @@ timed SAMPLES times afresh and the choice made again under the same margin: one
 disturbed run of calls cannot pin a slow variant, and a choice made under a passing
 load is undone at a re-check. A re-check comes after at least RECHECK_FIRST calls, then
 8x as many each time, and never before the calls since the choice have taken
-1 / RECHECK_SHARE times what the re-check's slower variants will cost by the last
-timings: where a variant is several times slower than the choice (a one-thread
-reduction against a threaded one), its re-check waits until it costs at most a
-RECHECK_SHARE of the time. Host timings are real here: CPU calls are synchronous.
+1 / RECHECK_SHARE times what the re-check will cost by the last timings: the slower
+variants' calls, and where it times a variant of another engine, the calls that run
+while that engine's threads spin (SPIN_SECONDS): where a variant is several times
+slower than the choice (a one-thread reduction against a threaded one), or OpenBLAS's
+threads would spin after it, its re-check waits until it costs at most a RECHECK_SHARE
+of the time. Every other re-check, the first too, times only the choice and the
+variants within CONTENDERS x its time at the last decision, the others keeping their
+times till the next: TCCG's 0.2 ms 6-d products at half extents, settled on the small-K
+kernel, had run 400 calls at 0.31 ms a call with a re-check of all twelve variants
+among them (0.20 without), most of it in the 0.12 s OpenBLAS's threads spun after its
+variants were timed. Host timings are real here: CPU calls are synchronous.
 
 Where a timed call takes LONG_SECONDS or more (a large GEMM: seconds a call) lead-ins
 and holds matter little and each timed call costs much: the rest of the measurement
 is long, one timed call of each variant, the current choice first, then SAMPLES in all
-of those within LONG_CONTENDERS x the fastest; later re-checks time the same way, but
-every other one (the first too) only the choice and the variants within LONG_CONTENDERS
-x its time at the last decision, the others keeping their times till the next: a
-re-check of TCCG case 12 at half extents (~0.3 s a call) had timed a variant 1.5x
-slower than the choice, one call of 0.44-0.49 s among a benchmark's three timed runs,
-while a variant whose one timed call a load slowed still gets timed again.
+of those within CONTENDERS x the fastest; later re-checks time the same way, every
+other one of the close variants only: a re-check of TCCG case 12 at half extents (~0.3
+s a call) had timed a variant 1.5x slower than the choice, one call of 0.44-0.49 s
+among a benchmark's three timed runs, while a variant whose one timed call a load
+slowed still gets timed again.
 
 A choice given a ``key`` (its problem as plain text) saves each decision in the
 persistent cache (:mod:`cpu_fallback.decisions`), and a later process's choice of the
-same key starts from it: no call timed until its first re-check, RECHECK_GROWTH times
-later than a fresh choice's.
+same key starts from it: no call timed until its first re-check, of every variant,
+RECHECK_GROWTH times later than a fresh choice's.
 """
 
 from __future__ import annotations
@@ -70,10 +76,12 @@ MARGIN = 0.10
 # A timed call this long makes the rest of its measurement long: no lead-ins (a call's
 # own costs are small beside it, and another engine's spinning threads too), one timed
 # call of each variant, the current choice first, then SAMPLES in all of each variant
-# within LONG_CONTENDERS x the fastest time. Before, TCCG case 12 at full extents (~2 s
-# a call) timed four calls of each of its four variants, two of them 1.6-2.8x slower.
+# within CONTENDERS x the fastest time. Before, TCCG case 12 at full extents (~2 s a
+# call) timed four calls of each of its four variants, two of them 1.6-2.8x slower.
 LONG_SECONDS = 0.25
-LONG_CONTENDERS = 1.25
+# The variants every re-check times (the others, every other one): those within this
+# factor of the choice's time.
+CONTENDERS = 1.25
 RECHECK_FIRST = 16
 RECHECK_GROWTH = 8
 RECHECK_SHARE = 0.05
@@ -117,15 +125,15 @@ class Choice:
         self.best = 0
         self._long = False  # see LONG_SECONDS
         self._samples: list[list[float]] = [[] for _ in range(count)]
+        self._rechecks = 0  # re-checks begun
+        # The timings the last decision saw (a re-check's partial samples are not shown).
+        self._decided_times: list[float] = []
         # (variant, timed) for each call of a measurement: a run of each variant in turn.
         self._queue: deque[tuple[int, bool]] = deque(self._rounds())
         self._calls = 0
         self._fewest_calls = RECHECK_FIRST  # before the next re-check, at the least
         self._recheck = RECHECK_FIRST
         self._decided = False
-        self._rechecks = 0  # re-checks begun
-        # The timings the last decision saw (a re-check's partial samples are not shown).
-        self._decided_times: list[float] = []
         self._lock = threading.Lock()
         self._held_until: float | None = None  # a lead-in's end, at the latest
         self._key = key
@@ -135,6 +143,7 @@ class Choice:
             self.best, self.restored, self._decided = saved["best"], True, True
             self._samples = [[t] for t in saved["seconds"]]
             self._decided_times = list(saved["seconds"])
+            self._rechecks = 1  # the first re-check here times every variant
             self._queue.clear()
             self._fewest_calls = RECHECK_FIRST * RECHECK_GROWTH
             self._recheck = self._calls_before_recheck()
@@ -187,27 +196,32 @@ class Choice:
         """The calls of one measurement: each variant in turn, a lead-in then SAMPLES
         timed calls; the variants whose engine spins longest last, so that the others
         are timed without waiting for those threads. Long calls: one timed call of
-        each, the current choice first (more follow for the contenders, see record);
-        every other re-check, of the close ones only (see :meth:`_close_only`)."""
+        each, the current choice first (more follow for the contenders, see record).
+        Every other re-check, of the choice and the close ones only (see
+        :meth:`_close_only`)."""
+        variants = self._timed_next(self._rechecks)
         if self._long:
-            close_only = self._close_only(self._rechecks)
-            return [(v, True) for v in [self.best] + [
-                v for v in range(len(self.names))
-                if v != self.best and (not close_only or self._close(v))]]
+            return [(v, True) for v in [self.best] + [v for v in variants if v != self.best]]
         run = [False] + [True] * SAMPLES
-        order = sorted(range(len(self.names)), key=lambda v: SPIN_SECONDS[self.engines[v]])
+        order = sorted(variants, key=lambda v: SPIN_SECONDS[self.engines[v]])
         return [(v, timed) for v in order for timed in run]
 
+    def _timed_next(self, recheck: int) -> list[int]:
+        """The variants measurement number ``recheck`` (0: the first) times."""
+        close_only = self._close_only(recheck)
+        return [v for v in range(len(self.names))
+                if v == self.best or not close_only or self._close(v)]
+
     def _close_only(self, recheck: int) -> bool:
-        """Whether long re-check number ``recheck`` (1: the first) times only the choice
-        and the variants close to it: the odd ones, after a decision."""
+        """Whether re-check number ``recheck`` (1: the first) times only the choice and
+        the variants close to it: the odd ones, after a decision."""
         return recheck % 2 == 1 and bool(self._decided_times)
 
     def _close(self, variant: int) -> bool:
-        """Whether ``variant`` was within LONG_CONTENDERS x the choice's time at the last
+        """Whether ``variant`` was within CONTENDERS x the choice's time at the last
         decision."""
         return (self._decided_times[variant]
-                <= LONG_CONTENDERS * self._decided_times[self.best])
+                <= CONTENDERS * self._decided_times[self.best])
 
     def _pick(self, allowed: Sequence[int] | None, pop: bool) -> tuple[int, bool]:
         for position, (variant, timed) in enumerate(self._queue):
@@ -217,7 +231,7 @@ class Choice:
                 return variant, timed
         if allowed is None or self.best in allowed:
             return self.best, False
-        # the fastest allowed at the last decision (a long re-check leaves some untimed)
+        # the fastest allowed at the last decision (a re-check leaves some untimed)
         key = self._decided_times.__getitem__ if self._decided_times else self._time
         return min(allowed, key=key), False
 
@@ -246,11 +260,11 @@ class Choice:
 
     def _contenders_timed(self) -> bool:
         """After a long measurement's round of one timed call each: whether the variants
-        within LONG_CONTENDERS x the fastest time, when more than one, have SAMPLES timed
+        within CONTENDERS x the fastest time, when more than one, have SAMPLES timed
         calls each; if not, their calls are queued."""
         fastest = min(self._time(v) for v in range(len(self.names)))
         contenders = [v for v in range(len(self.names))
-                      if self._time(v) <= LONG_CONTENDERS * fastest]
+                      if self._time(v) <= CONTENDERS * fastest]
         if len(contenders) < 2:
             return True
         self._queue.extend((v, True) for v in contenders
@@ -269,7 +283,7 @@ class Choice:
         if first or self._time(fastest) < (1 - MARGIN) * self._time(self.best):
             self.best = fastest
         self._decided, self.restored = True, False
-        # A variant a long re-check left out keeps its time from before.
+        # A variant a re-check left out keeps its time from before.
         self._decided_times = [self._time(i) if self._samples[i] or not self._decided_times
                                 else self._decided_times[i] for i in range(len(self.names))]
         self._recheck = self._calls_before_recheck()
@@ -278,27 +292,29 @@ class Choice:
 
     def _calls_before_recheck(self) -> int:
         """Calls of the choice before the next re-check: at least ``_fewest_calls``,
-        and enough that the re-check's extra time by the last decision's times (each
-        other variant's time less the choice's: RUN calls of each; where calls are
-        long, SAMPLES of each variant close to the choice and one of each other the
-        re-check times) is at most RECHECK_SHARE of theirs."""
+        and enough that the re-check's extra time by the last decision's times is at
+        most RECHECK_SHARE of theirs. That time: each variant it times, less the
+        choice, RUN calls of it (where calls are long, SAMPLES of each close variant
+        and one of each other); and where it times variants of several engines, the
+        longest SPIN_SECONDS among them, through which calls wait or run beside
+        spinning threads (OpenBLAS's made the choice's calls up to 1.7x slower)."""
         times = self._decided_times
         best = times[self.best] if times else 0.0
         if not 0 < best < float("inf"):
             return self._fewest_calls
-        close_only = self._close_only(self._rechecks + 1)
+        timed = self._timed_next(self._rechecks + 1)
         extra = 0.0
-        for variant, seconds in enumerate(times):
+        for variant in timed:
+            seconds = times[variant]
             if variant == self.best or not best < seconds < float("inf"):
                 continue
             if not self._long:
                 extra += RUN * (seconds - best)
-            elif self._close(variant):
-                extra += SAMPLES * (seconds - best)
-            elif not close_only:
-                extra += seconds - best
-        if len(set(self.engines)) > 1 and not self._long:  # lead-ins while threads spin
-            extra += SPIN_SECONDS[self.engines[self.best]]
+            else:
+                extra += (SAMPLES if self._close(variant) else 1) * (seconds - best)
+        engines = {self.engines[v] for v in timed}
+        if len(engines) > 1 and not self._long:
+            extra += max(SPIN_SECONDS[engine] for engine in engines)
         return max(self._fewest_calls, math.ceil(extra / (RECHECK_SHARE * best) - 1e-9))
 
     def describe(self) -> str:
@@ -315,12 +331,12 @@ class Choice:
                         f"{self.names[self.best]} kept ({times}; re-checked after "
                         f"{self._recheck} calls)")
             samples = (f"the median of up to {SAMPLES} timed calls, one where a call took "
-                       f"{LONG_CONTENDERS}x the fastest, every other re-check of those "
-                       f"within {LONG_CONTENDERS}x the choice only" if self._long
+                       f"{CONTENDERS}x the fastest" if self._long
                        else f"the median of the last {SAMPLES} timed calls")
             margin = "" if self._incumbent else " after the first measurement"
             return (f"measured: {self.names[self.best]} kept ({times}; {samples}, "
-                    f"{MARGIN:.0%} margin for a change{margin}; re-checked after "
+                    f"{MARGIN:.0%} margin for a change{margin}; every other re-check of "
+                    f"those within {CONTENDERS}x the choice only; re-checked after "
                     f"{self._recheck} calls)")
 
 

@@ -13,7 +13,7 @@ import pytest
 import gpu_tc
 from cpu_fallback import measure
 from cpu_fallback.measure import (
-    LONG_CONTENDERS,
+    CONTENDERS,
     MARGIN,
     RECHECK_FIRST,
     RECHECK_GROWTH,
@@ -119,7 +119,8 @@ def _until_measured(plan, call, most: int = 400) -> None:
 def test_one_disturbed_call_cannot_pin_the_slow_variant():
     """A variant's time is its median timed call: one disturbed call does not count,
     nor one lucky call of a variant whose calls vary by themselves; a choice made
-    under a long disturbance is undone at the next re-check."""
+    under a long disturbance is undone at the next re-check that times every variant
+    (the one before times only those close to the choice)."""
     choice = Choice(["fast", "slow"])
     disturbed_calls = (1,)  # one of the timed calls of "fast" takes 10x as long
 
@@ -137,46 +138,76 @@ def test_one_disturbed_call_cannot_pin_the_slow_variant():
     during = TWO
     _drive(disturbed, lambda v, n: [5.0, 2.0][v] if n < during else [1.0, 2.0][v], during)
     assert disturbed.best == 1  # the load made "fast" look slow
-    # Re-checking costs 4 calls of "fast" (a lead-in, 3 timed) at 5 s less 2 s each: 12 s,
-    # 5% of 120 calls of 2 s.
-    _drive(disturbed, lambda v, n: [1.0, 2.0][v], 120)
+    # The first re-check times "slow" alone ("fast" was 2.5x slower): after 16 calls.
+    _drive(disturbed, lambda v, n: [1.0, 2.0][v], RECHECK_FIRST + RUN)
+    assert disturbed.best == 1 and disturbed.settled
+    # The second costs 4 calls of "fast" (a lead-in, 3 timed) at 5 s less 2 s each: 12 s,
+    # 5% of 120 calls of 2 s; but comes after no fewer than 16 x 8 calls.
+    _drive(disturbed, lambda v, n: [1.0, 2.0][v], RECHECK_FIRST * RECHECK_GROWTH)
     assert disturbed.best == 1
     _drive(disturbed, lambda v, n: [1.0, 2.0][v], TWO)
-    assert disturbed.best == 0  # the first re-check saw the truth
+    assert disturbed.best == 0  # the second re-check saw the truth
 
 
-def test_rechecks_time_every_variant_afresh_at_growing_intervals():
+def test_rechecks_time_the_close_variants_then_all_at_growing_intervals():
+    """The first re-check times the choice and the variants within CONTENDERS x its
+    time, the second all of them, the third the close ones again, ..."""
     choice, log = Choice(["a", "b"]), []
     _drive(choice, lambda v, n: [1.0, 2.0][v], TWO)
-    # The first re-check costs 4 x (2 s - 1 s), 5% of 80 calls of 1 s: after 80 calls,
-    # not 16; the second costs as much, after the 16 x 8 calls that come first.
-    assert "re-checked after 80 calls" in choice.describe()
-    first = 80  # the call that starts the first re-check
-    second = first + TWO + RECHECK_FIRST * RECHECK_GROWTH
-    _drive(choice, lambda v, n: [1.0, 2.0][v], first + RUN + 1, log)
-    # Inside the first re-check ("a" timed afresh, "b" not yet): the decision's times
+    # The first re-check times "a" alone ("b" took 2x): it costs nothing more, after 16
+    # calls. The second times "b" too, 4 x (2 s - 1 s): 5% of 80 calls of 1 s, but after
+    # the 16 x 8 calls that come first; the third "a" alone again, after 16 x 8 x 8.
+    assert "re-checked after 16 calls" in choice.describe()
+    first = RECHECK_FIRST
+    second = first + RUN + RECHECK_FIRST * RECHECK_GROWTH
+    third = second + TWO + RECHECK_FIRST * RECHECK_GROWTH ** 2
+    _drive(choice, lambda v, n: [1.0, 2.0][v], second + RUN + 1, log)
+    # Inside the second re-check ("a" timed afresh, "b" not yet): the decision's times
     assert "a 1e+03 ms, b 2e+03 ms" in choice.describe()
-    _drive(choice, lambda v, n: [1.0, 2.0][v], second + TWO + 3 - len(log), log)
+    _drive(choice, lambda v, n: [1.0, 2.0][v], third + TWO - len(log), log)
     slow = [i for i, v in enumerate(log) if v == 1]
-    runs = [RUN + j for j in range(RUN)]  # after the run of "a"
-    assert slow == [first + r for r in runs] + [second + r for r in runs]
+    assert slow == [second + RUN + j for j in range(RUN)]
     assert choice.best == 0 and choice.settled
 
 
-@pytest.mark.parametrize("seconds, wait", [
-    ([1.0, 1.05], RECHECK_FIRST),  # 4 x 0.05 s: 5% of 4 calls; the least wait rules
-    ([1.0, 5.0], 320),  # 4 x 4 s: 5% of 320 calls
-    ([2.0, 1.0, 1.5], 120),  # 4 x (1 s + 0.5 s): 5% of 120 calls of 1 s
+@pytest.mark.parametrize("seconds, first, second", [
+    # 4 x 0.05 s: 5% of 4 calls; the least wait rules (16, then 16 x 8)
+    ([1.0, 1.05], RECHECK_FIRST, RECHECK_FIRST * RECHECK_GROWTH),
+    ([1.0, 5.0], RECHECK_FIRST, 320),  # the first of "v0" alone; then 4 x 4 s: 5% of 320
+    ([3.0, 1.0, 2.0], RECHECK_FIRST, 240),  # then 4 x (2 s + 1 s): 5% of 240 calls of 1 s
+    ([1.0, 1.2, 1.2, 1.2, 1.2, 1.2, 1.2], 96, 128),  # all close: 6 x 4 x 0.2 s, 5% of 96
 ])
-def test_a_recheck_waits_until_it_costs_a_small_share_of_the_calls(seconds, wait):
+def test_a_recheck_waits_until_it_costs_a_small_share_of_the_calls(seconds, first, second):
     choice, log = Choice([f"v{i}" for i in range(len(seconds))]), []
     count = len(seconds)
-    _drive(choice, lambda v, n: seconds[v], count * RUN)
-    assert f"re-checked after {wait} calls" in choice.describe()
     best = seconds.index(min(seconds))
-    _drive(choice, lambda v, n: seconds[v], wait + RUN * count, log)
-    assert log[:wait] == [best] * wait
-    assert log[wait:] == [v for v in range(count) for _ in range(RUN)]
+    close = [v for v in range(count) if seconds[v] <= CONTENDERS * seconds[best]]
+    _drive(choice, lambda v, n: seconds[v], count * RUN)
+    assert f"re-checked after {first} calls" in choice.describe()
+    _drive(choice, lambda v, n: seconds[v], first + RUN * len(close), log)
+    assert log[:first] == [best] * first
+    assert log[first:] == [v for v in close for _ in range(RUN)]
+    assert f"re-checked after {second} calls" in choice.describe()
+    log.clear()
+    _drive(choice, lambda v, n: seconds[v], second + RUN * count, log)
+    assert log[:second] == [best] * second
+    assert log[second:] == [v for v in range(count) for _ in range(RUN)]
+
+
+@pytest.mark.parametrize("blas, first, second", [
+    (0.0011, 3008, 3008),  # close: 4 x 0.1 ms + 0.15 s of spinning, 5% of 3008 calls
+    (0.003, RECHECK_FIRST, 3160),  # the first of "own" alone; then 4 x 2 ms + 0.15 s
+])
+def test_a_recheck_of_several_engines_counts_the_threads_left_spinning(blas, first, second):
+    """After a BLAS variant is timed its threads spin for SPIN_SECONDS, and the choice's
+    calls run beside them: a re-check that times one costs that much more."""
+    choice = Choice(["own", "blas"], engines=["openmp", "blas"])
+    seconds = [0.001, blas]
+    _drive(choice, lambda v, n: seconds[v], TWO)
+    assert choice.best == 0
+    assert f"re-checked after {first} calls" in choice.describe()
+    _drive(choice, lambda v, n: seconds[v], first + (TWO if first > RECHECK_FIRST else RUN))
+    assert choice.settled and f"re-checked after {second} calls" in choice.describe()
 
 
 def test_the_variants_of_the_longest_spinning_engine_are_timed_last():
@@ -212,7 +243,7 @@ LONG = {"blas": 2.0, "slow": 4.0, "close": 2.1, "slower": 5.0}
 @pytest.mark.parametrize("close", [2.1, 3.0], ids=["two-contenders", "one-contender"])
 def test_long_calls_time_each_variant_once_and_only_contenders_again(monkeypatch, close):
     """Calls of seconds: no lead-ins; the slow variants cost one call each, and only
-    the variants within LONG_CONTENDERS x the fastest are timed SAMPLES times."""
+    the variants within CONTENDERS x the fastest are timed SAMPLES times."""
     monkeypatch.setattr(measure, "LONG_SECONDS", 1.0)
     times = dict(LONG, close=close)
     names = list(times)
@@ -227,7 +258,7 @@ def test_long_calls_time_each_variant_once_and_only_contenders_again(monkeypatch
     # The first call (a lead-in) shows the calls are long; then one timed call each,
     # the current choice first.
     assert log[:5] == ["blas", "blas", "slow", "close", "slower"] and all(timed[1:])
-    contenders = ["blas", "close"] if close < LONG_CONTENDERS * 2.0 else ["blas"]
+    contenders = ["blas", "close"] if close < CONTENDERS * 2.0 else ["blas"]
     extra = log[5:]
     assert sorted(set(extra)) == (contenders if len(contenders) > 1 else [])
     assert all(extra.count(n) == SAMPLES - 1 for n in set(extra))
@@ -260,7 +291,7 @@ def _until_settled(choice: Choice, seconds, most: int = 50) -> list[tuple[int, b
 def test_long_rechecks_time_the_close_variants_without_holds(monkeypatch):
     monkeypatch.setattr(measure, "LONG_SECONDS", 1.0)
     choice = Choice(["blas", "own"], engines=["blas", "openmp"])
-    seconds = {0: 2.0, 1: 2.4}  # 'own' within LONG_CONTENDERS x 'blas'
+    seconds = {0: 2.0, 1: 2.4}  # 'own' within CONTENDERS x 'blas'
     _until_settled(choice, seconds)
     assert choice.best == 0
     choice._recheck = 0  # the next call starts a re-check
@@ -272,7 +303,7 @@ def test_long_rechecks_time_the_close_variants_without_holds(monkeypatch):
 
 
 def test_every_other_long_recheck_times_only_the_variants_close_to_the_choice(monkeypatch):
-    """A variant more than LONG_CONTENDERS x slower than the choice when last decided
+    """A variant more than CONTENDERS x slower than the choice when last decided
     is left out of the first re-check (each call of it costs seconds more), keeping its
     time, and the first re-check's share of time counts the close variants only; the
     second re-check times it again (a load may have slowed its one timed call)."""
