@@ -24,28 +24,32 @@ leave the threads. The lead-in lasts longer while another engine's threads still
 and each measurement times the variants of that engine last. Later the variants are
 timed SAMPLES times afresh and the choice made again under the same margin: one
 disturbed run of calls cannot pin a slow variant, and a choice made under a passing
-load is undone at a re-check. A re-check comes after at least RECHECK_FIRST calls, then
-8x as many each time, and never before the calls since the choice have taken
-1 / RECHECK_SHARE times what the re-check will cost by the last timings: the slower
-variants' calls, and where it times a variant of another engine, the calls that run
-while that engine's threads spin (SPIN_SECONDS): where a variant is several times
-slower than the choice (a one-thread reduction against a threaded one), or OpenBLAS's
-threads would spin after it, its re-check waits until it costs at most a RECHECK_SHARE
-of the time. Every other re-check, the first too, times only the choice and the
-variants within CONTENDERS x its time at the last decision, the others keeping their
-times till the next: TCCG's 0.2 ms 6-d products at half extents, settled on the small-K
-kernel, had run 400 calls at 0.31 ms a call with a re-check of all twelve variants
-among them (0.20 without), most of it in the 0.12 s OpenBLAS's threads spun after its
-variants were timed. Host timings are real here: CPU calls are synchronous.
+load is undone at the next re-check that times the faster variant. A re-check comes
+after at least RECHECK_FIRST calls, then 8x as many each time, and never before the
+calls since the choice have taken 1 / RECHECK_SHARE times what the re-check will cost
+by the last timings: the slower variants' calls (where a variant is several times
+slower than the choice, a one-thread reduction against a threaded one, its re-check
+waits until it costs at most a RECHECK_SHARE of the time). The first re-check times
+every variant, soon, to undo a first measurement a passing load disturbed (TCCG case
+19 at half extents once timed the small-K kernel at 5.1 ms against its usual 1.8-2.2
+and kept BLAS at 3.5 ms: 0.73x torch in the runner). After it, every other re-check
+times only the choice and the variants within CONTENDERS x its time at the last
+decision, the others keeping their times till the next, and the pace of those after
+it counts, where a re-check times variants of several engines, the longest
+SPIN_SECONDS among them (calls wait, or run beside the spinning threads): TCCG's 0.2 ms
+6-d products at half extents, settled on the small-K kernel, had run 400 calls at 0.31
+ms a call with a re-check of all twelve variants among them (0.20 without), most of it
+in the 0.12 s OpenBLAS's threads spun after its variants were timed. Host timings are
+real here: CPU calls are synchronous.
 
 Where a timed call takes LONG_SECONDS or more (a large GEMM: seconds a call) lead-ins
 and holds matter little and each timed call costs much: the rest of the measurement
 is long, one timed call of each variant, the current choice first, then SAMPLES in all
 of those within CONTENDERS x the fastest; later re-checks time the same way, every
-other one of the close variants only: a re-check of TCCG case 12 at half extents (~0.3
-s a call) had timed a variant 1.5x slower than the choice, one call of 0.44-0.49 s
-among a benchmark's three timed runs, while a variant whose one timed call a load
-slowed still gets timed again.
+other one (the first too) of the close variants only: a re-check of TCCG case 12 at
+half extents (~0.3 s a call) had timed a variant 1.5x slower than the choice, one call
+of 0.44-0.49 s among a benchmark's three timed runs, while a variant whose one timed
+call a load slowed still gets timed again.
 
 A choice given a ``key`` (its problem as plain text) saves each decision in the
 persistent cache (:mod:`cpu_fallback.decisions`), and a later process's choice of the
@@ -79,8 +83,9 @@ MARGIN = 0.10
 # within CONTENDERS x the fastest time. Before, TCCG case 12 at full extents (~2 s a
 # call) timed four calls of each of its four variants, two of them 1.6-2.8x slower.
 LONG_SECONDS = 0.25
-# The variants every re-check times (the others, every other one): those within this
-# factor of the choice's time.
+# The variants every re-check times (the others every other one, after the first; from
+# the first where calls are long): those within this factor of the choice's time; in a
+# long measurement, those timed SAMPLES times (within it of the fastest).
 CONTENDERS = 1.25
 RECHECK_FIRST = 16
 RECHECK_GROWTH = 8
@@ -143,7 +148,6 @@ class Choice:
             self.best, self.restored, self._decided = saved["best"], True, True
             self._samples = [[t] for t in saved["seconds"]]
             self._decided_times = list(saved["seconds"])
-            self._rechecks = 1  # the first re-check here times every variant
             self._queue.clear()
             self._fewest_calls = RECHECK_FIRST * RECHECK_GROWTH
             self._recheck = self._calls_before_recheck()
@@ -214,8 +218,10 @@ class Choice:
 
     def _close_only(self, recheck: int) -> bool:
         """Whether re-check number ``recheck`` (1: the first) times only the choice and
-        the variants close to it: the odd ones, after a decision."""
-        return recheck % 2 == 1 and bool(self._decided_times)
+        the variants close to it, after a decision: the even ones, or the odd ones where
+        calls are long."""
+        parity = 1 if self._long else 0
+        return recheck >= 1 and recheck % 2 == parity and bool(self._decided_times)
 
     def _close(self, variant: int) -> bool:
         """Whether ``variant`` was within CONTENDERS x the choice's time at the last
@@ -296,8 +302,9 @@ class Choice:
         most RECHECK_SHARE of theirs. That time: each variant it times, less the
         choice, RUN calls of it (where calls are long, SAMPLES of each close variant
         and one of each other); and where it times variants of several engines, the
-        longest SPIN_SECONDS among them, through which calls wait or run beside
-        spinning threads (OpenBLAS's made the choice's calls up to 1.7x slower)."""
+        choice's SPIN_SECONDS (lead-ins wait for its threads), after the first re-check
+        the longest among them, through which calls wait or run beside spinning threads
+        (OpenBLAS's made the choice's calls up to 1.7x slower)."""
         times = self._decided_times
         best = times[self.best] if times else 0.0
         if not 0 < best < float("inf"):
@@ -314,7 +321,8 @@ class Choice:
                 extra += (SAMPLES if self._close(variant) else 1) * (seconds - best)
         engines = {self.engines[v] for v in timed}
         if len(engines) > 1 and not self._long:
-            extra += max(SPIN_SECONDS[engine] for engine in engines)
+            extra += (SPIN_SECONDS[self.engines[self.best]] if self._rechecks == 0
+                      else max(SPIN_SECONDS[engine] for engine in engines))
         return max(self._fewest_calls, math.ceil(extra / (RECHECK_SHARE * best) - 1e-9))
 
     def describe(self) -> str:
@@ -334,9 +342,11 @@ class Choice:
                        f"{CONTENDERS}x the fastest" if self._long
                        else f"the median of the last {SAMPLES} timed calls")
             margin = "" if self._incumbent else " after the first measurement"
+            rechecks = ("every other re-check, the first too," if self._long
+                        else "after the first re-check, every other one")
             return (f"measured: {self.names[self.best]} kept ({times}; {samples}, "
-                    f"{MARGIN:.0%} margin for a change{margin}; every other re-check of "
-                    f"those within {CONTENDERS}x the choice only; re-checked after "
+                    f"{MARGIN:.0%} margin for a change{margin}; {rechecks} of those "
+                    f"within {CONTENDERS}x the choice only; re-checked after "
                     f"{self._recheck} calls)")
 
 

@@ -119,8 +119,8 @@ def _until_measured(plan, call, most: int = 400) -> None:
 def test_one_disturbed_call_cannot_pin_the_slow_variant():
     """A variant's time is its median timed call: one disturbed call does not count,
     nor one lucky call of a variant whose calls vary by themselves; a choice made
-    under a long disturbance is undone at the next re-check that times every variant
-    (the one before times only those close to the choice)."""
+    under a long disturbance is undone at the first re-check, which times every
+    variant."""
     choice = Choice(["fast", "slow"])
     disturbed_calls = (1,)  # one of the timed calls of "fast" takes 10x as long
 
@@ -138,43 +138,45 @@ def test_one_disturbed_call_cannot_pin_the_slow_variant():
     during = TWO
     _drive(disturbed, lambda v, n: [5.0, 2.0][v] if n < during else [1.0, 2.0][v], during)
     assert disturbed.best == 1  # the load made "fast" look slow
-    # The first re-check times "slow" alone ("fast" was 2.5x slower): after 16 calls.
-    _drive(disturbed, lambda v, n: [1.0, 2.0][v], RECHECK_FIRST + RUN)
-    assert disturbed.best == 1 and disturbed.settled
-    # The second costs 4 calls of "fast" (a lead-in, 3 timed) at 5 s less 2 s each: 12 s,
-    # 5% of 120 calls of 2 s; but comes after no fewer than 16 x 8 calls.
-    _drive(disturbed, lambda v, n: [1.0, 2.0][v], RECHECK_FIRST * RECHECK_GROWTH)
+    # Re-checking costs 4 calls of "fast" (a lead-in, 3 timed) at 5 s less 2 s each: 12 s,
+    # 5% of 120 calls of 2 s.
+    _drive(disturbed, lambda v, n: [1.0, 2.0][v], 120)
     assert disturbed.best == 1
     _drive(disturbed, lambda v, n: [1.0, 2.0][v], TWO)
-    assert disturbed.best == 0  # the second re-check saw the truth
+    assert disturbed.best == 0  # the first re-check saw the truth
 
 
-def test_rechecks_time_the_close_variants_then_all_at_growing_intervals():
-    """The first re-check times the choice and the variants within CONTENDERS x its
-    time, the second all of them, the third the close ones again, ..."""
+def test_rechecks_time_all_then_the_close_variants_at_growing_intervals():
+    """The first re-check times every variant, the second only the choice and those
+    within CONTENDERS x its time, the third all again, ..."""
     choice, log = Choice(["a", "b"]), []
     _drive(choice, lambda v, n: [1.0, 2.0][v], TWO)
-    # The first re-check times "a" alone ("b" took 2x): it costs nothing more, after 16
-    # calls. The second times "b" too, 4 x (2 s - 1 s): 5% of 80 calls of 1 s, but after
-    # the 16 x 8 calls that come first; the third "a" alone again, after 16 x 8 x 8.
-    assert "re-checked after 16 calls" in choice.describe()
-    first = RECHECK_FIRST
-    second = first + RUN + RECHECK_FIRST * RECHECK_GROWTH
-    third = second + TWO + RECHECK_FIRST * RECHECK_GROWTH ** 2
-    _drive(choice, lambda v, n: [1.0, 2.0][v], second + RUN + 1, log)
-    # Inside the second re-check ("a" timed afresh, "b" not yet): the decision's times
+    # The first re-check costs 4 x (2 s - 1 s), 5% of 80 calls of 1 s: after 80 calls,
+    # not 16. The second times "a" alone ("b" took 2x), after the 16 x 8 calls that come
+    # first; the third both again, after 16 x 8 x 8.
+    assert "re-checked after 80 calls" in choice.describe()
+    first = 80  # the call that starts the first re-check
+    second = first + TWO + RECHECK_FIRST * RECHECK_GROWTH
+    third = second + RUN + RECHECK_FIRST * RECHECK_GROWTH ** 2
+    _drive(choice, lambda v, n: [1.0, 2.0][v], second, log)
+    assert choice._rechecks == 1 and choice.settled
+    _drive(choice, lambda v, n: [1.0, 2.0][v], RUN, log)
+    assert choice._rechecks == 2 and choice.settled  # "a" alone: RUN calls
+    _drive(choice, lambda v, n: [1.0, 2.0][v], third + RUN + 1 - len(log), log)
+    # Inside the third re-check ("a" timed afresh, "b" not yet): the decision's times
     assert "a 1e+03 ms, b 2e+03 ms" in choice.describe()
     _drive(choice, lambda v, n: [1.0, 2.0][v], third + TWO - len(log), log)
     slow = [i for i, v in enumerate(log) if v == 1]
-    assert slow == [second + RUN + j for j in range(RUN)]
-    assert choice.best == 0 and choice.settled
+    runs = [RUN + j for j in range(RUN)]  # after the run of "a"
+    assert slow == [first + r for r in runs] + [third + r for r in runs]
+    assert choice._rechecks == 3 and choice.best == 0 and choice.settled
 
 
 @pytest.mark.parametrize("seconds, first, second", [
     # 4 x 0.05 s: 5% of 4 calls; the least wait rules (16, then 16 x 8)
     ([1.0, 1.05], RECHECK_FIRST, RECHECK_FIRST * RECHECK_GROWTH),
-    ([1.0, 5.0], RECHECK_FIRST, 320),  # the first of "v0" alone; then 4 x 4 s: 5% of 320
-    ([3.0, 1.0, 2.0], RECHECK_FIRST, 240),  # then 4 x (2 s + 1 s): 5% of 240 calls of 1 s
+    ([1.0, 5.0], 320, RECHECK_FIRST * RECHECK_GROWTH),  # 4 x 4 s: 5% of 320; then "v0"
+    ([3.0, 1.0, 2.0], 240, RECHECK_FIRST * RECHECK_GROWTH),  # 4 x (2 s + 1 s): 5% of 240
     ([1.0, 1.2, 1.2, 1.2, 1.2, 1.2, 1.2], 96, 128),  # all close: 6 x 4 x 0.2 s, 5% of 96
 ])
 def test_a_recheck_waits_until_it_costs_a_small_share_of_the_calls(seconds, first, second):
@@ -184,30 +186,38 @@ def test_a_recheck_waits_until_it_costs_a_small_share_of_the_calls(seconds, firs
     close = [v for v in range(count) if seconds[v] <= CONTENDERS * seconds[best]]
     _drive(choice, lambda v, n: seconds[v], count * RUN)
     assert f"re-checked after {first} calls" in choice.describe()
-    _drive(choice, lambda v, n: seconds[v], first + RUN * len(close), log)
+    _drive(choice, lambda v, n: seconds[v], first + RUN * count, log)
     assert log[:first] == [best] * first
-    assert log[first:] == [v for v in close for _ in range(RUN)]
+    assert log[first:] == [v for v in range(count) for _ in range(RUN)]
     assert f"re-checked after {second} calls" in choice.describe()
     log.clear()
-    _drive(choice, lambda v, n: seconds[v], second + RUN * count, log)
+    _drive(choice, lambda v, n: seconds[v], second + RUN * len(close), log)
     assert log[:second] == [best] * second
-    assert log[second:] == [v for v in range(count) for _ in range(RUN)]
+    assert log[second:] == [v for v in close for _ in range(RUN)]
 
 
-@pytest.mark.parametrize("blas, first, second", [
-    (0.0011, 3008, 3008),  # close: 4 x 0.1 ms + 0.15 s of spinning, 5% of 3008 calls
-    (0.003, RECHECK_FIRST, 3160),  # the first of "own" alone; then 4 x 2 ms + 0.15 s
+@pytest.mark.parametrize("blas, waits", [
+    # close: 4 x 0.1 ms and the choice's 0.01 s of spinning (5% of 208 calls of 1 ms);
+    # after the first, BLAS's 0.15 s instead
+    (0.0011, [208, 3008, 3008]),
+    # far: 4 x 2 ms and 0.01 s; the second times "own" alone; the third 4 x 2 ms + 0.15 s
+    (0.003, [360, RECHECK_FIRST * RECHECK_GROWTH, 3160]),
 ])
-def test_a_recheck_of_several_engines_counts_the_threads_left_spinning(blas, first, second):
+def test_rechecks_after_the_first_count_the_threads_left_spinning(blas, waits):
     """After a BLAS variant is timed its threads spin for SPIN_SECONDS, and the choice's
-    calls run beside them: a re-check that times one costs that much more."""
+    calls run beside them: a re-check that times one, after the first (which comes soon,
+    to undo a disturbed first measurement), costs that much more."""
     choice = Choice(["own", "blas"], engines=["openmp", "blas"])
     seconds = [0.001, blas]
     _drive(choice, lambda v, n: seconds[v], TWO)
     assert choice.best == 0
-    assert f"re-checked after {first} calls" in choice.describe()
-    _drive(choice, lambda v, n: seconds[v], first + (TWO if first > RECHECK_FIRST else RUN))
-    assert choice.settled and f"re-checked after {second} calls" in choice.describe()
+    for number, wait in enumerate(waits, start=1):
+        assert f"re-checked after {wait} calls" in choice.describe()
+        timed = [0] if number == 2 and blas > CONTENDERS * seconds[0] else [0, 1]
+        log: list[int] = []
+        _drive(choice, lambda v, n: seconds[v], wait + RUN * len(timed), log)
+        assert log == [0] * wait + [v for v in timed for _ in range(RUN)]
+        assert choice._rechecks == number and choice.settled
 
 
 def test_the_variants_of_the_longest_spinning_engine_are_timed_last():
