@@ -1,6 +1,7 @@
 """The compiled part of gpu_tc: cpu_fallback._tile_copy (the cache-blocked copy kernel),
-cpu_fallback._sums (the strided and pairwise sum kernels), cpu_fallback._small_k (the
-GEMM of a small inner extent) and gpu_tc._warm (einsum's warm calls of NumPy arrays).
+cpu_fallback._sums and cpu_fallback._pairwise (the strided and the pairwise sum
+kernels), cpu_fallback._small_k (the GEMM of a small inner extent) and gpu_tc._warm
+(einsum's warm calls of NumPy arrays).
 
 Everything else is in pyproject.toml. The extensions are optional: where they do not
 build (no C compiler), large permuted copies fall back to numpy.copyto, sums to NumPy's
@@ -28,5 +29,6 @@ setup(ext_modules=[
               optional=True),
     kernel("_tile_copy", "tile_copy.c"),
     kernel("_sums", "sums.c"),
+    kernel("_pairwise", "pairwise.c"),
     kernel("_small_k", "small_k.c"),
 ])

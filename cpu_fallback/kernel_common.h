@@ -1,8 +1,8 @@
-/* What the compiled kernels (tile_copy.c, sums.c, small_k.c) share: their
- * multiversioning, the reading of int64 tables from buffers, the reach of offsets (to
- * check them against the buffers before any access), OpenMP's thread count, and where
- * a parallel region's workers run. Each extension includes it; every function is
- * static, so each keeps its own copy. */
+/* What the compiled kernels (tile_copy.c, sums.c, pairwise.c, small_k.c) share: their
+ * multiversioning and the choice of their hand-built variants, the reading of int64
+ * tables from buffers, the reach of offsets (to check them against the buffers before
+ * any access), OpenMP's thread count, and where a parallel region's workers run. Each
+ * extension includes it; every function is static, so each keeps its own copy. */
 #ifndef GPU_TC_KERNEL_COMMON_H
 #define GPU_TC_KERNEL_COMMON_H
 
@@ -10,6 +10,8 @@
 #include <Python.h>
 
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -27,6 +29,38 @@
 #else
 #define CLONES
 #endif
+
+/* The hand-built variants of small_k.c's and pairwise.c's loops: each function compiled
+ * for one instruction set, the widest one this CPU runs chosen when the module loads. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ISA_AVX512 __attribute__((target("avx512f")))
+#define ISA_AVX2 __attribute__((target("avx2,fma")))
+#define HAVE_ISAS 1
+#else
+#define ISA_AVX512
+#define ISA_AVX2
+#define HAVE_ISAS 0
+#endif
+
+enum { BUILD_BASELINE, BUILD_AVX2, BUILD_AVX512 };
+
+/* The widest build this CPU runs, or a narrower one that GPU_TC_KERNEL_ISA names
+ * ("avx2" or "baseline"; another value is ignored): how the tests run every build on
+ * one host. */
+static inline int widest_build(void)
+{
+#if HAVE_ISAS
+    const char *cap = getenv("GPU_TC_KERNEL_ISA");
+    const int baseline = cap != NULL && strcmp(cap, "baseline") == 0;
+    const int avx512 = !baseline && !(cap != NULL && strcmp(cap, "avx2") == 0);
+    __builtin_cpu_init();
+    if (avx512 && __builtin_cpu_supports("avx512f"))
+        return BUILD_AVX512;
+    if (!baseline && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return BUILD_AVX2;
+#endif
+    return BUILD_BASELINE;
+}
 
 /* a + b, held at INT64_MAX or INT64_MIN where it would overflow: a reach that does not
  * fit in int64 then fails every bounds check instead of wrapping into one that passes. */

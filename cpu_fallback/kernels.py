@@ -1,6 +1,7 @@
 """Loading the modules of the compiled kernels: the copy (cpu_fallback.tiles, over
-cpu_fallback._tile_copy), the sums (sum_kernel and pairwise_kernel, over
-cpu_fallback._sums) and the small-K GEMM (small_k, over cpu_fallback._small_k).
+cpu_fallback._tile_copy), the sums (sum_kernel over cpu_fallback._sums,
+pairwise_kernel over cpu_fallback._pairwise) and the small-K GEMM (small_k, over
+cpu_fallback._small_k).
 
 Each is imported on its first use; where its extension was not built (no C compiler
 when gpu_tc was installed) or does not import, the caller's NumPy route runs instead,
@@ -16,7 +17,7 @@ import warnings
 from types import ModuleType
 
 # The extension each kernel module wraps.
-EXTENSIONS = {"tiles": "_tile_copy", "sum_kernel": "_sums", "pairwise_kernel": "_sums",
+EXTENSIONS = {"tiles": "_tile_copy", "sum_kernel": "_sums", "pairwise_kernel": "_pairwise",
               "small_k": "_small_k"}
 
 

@@ -1,4 +1,4 @@
-"""The compiled kernel of pairwise row sums (cpu_fallback._sums, built from sums.c;
+"""The compiled kernel of pairwise row sums (cpu_fallback._pairwise, built from pairwise.c;
 cpu_fallback.sum_layout.RowLayout describes the rows).
 
 Each row's sum follows NumPy's pairwise summation step for step (blocks of up to 128
@@ -21,7 +21,7 @@ import numpy as np
 from . import openmp
 
 with openmp.spin_environment():
-    import cpu_fallback._sums as _sums
+    import cpu_fallback._pairwise as _pairwise
 
 from .sum_kernel import memory, type_name
 from .sum_layout import LeafProgram, RowLayout
@@ -53,7 +53,7 @@ def bound(layout: RowLayout, program: LeafProgram, dtype: np.dtype,
     src_base, src_span = layout.src_base, layout.src_span
     dst_base, dst_span, step = layout.dst_base, layout.dst_span, layout.step
     tasks = layout.row_src.size * program.offsets.size
-    pairwise, max_threads = _sums.pairwise, _sums.max_threads
+    pairwise, max_threads = _pairwise.pairwise, _pairwise.max_threads
 
     def call(source: np.ndarray, destination: np.ndarray) -> None:
         src = memory(source, src_base, src_span, writeable=False)

@@ -118,15 +118,6 @@ static inline int64_t run_end(uint64_t starts, int64_t c, int64_t cols)
     return stop < cols ? stop : cols;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define ISA_AVX512 __attribute__((target("avx512f")))
-#define ISA_AVX2 __attribute__((target("avx2,fma")))
-#define HAVE_ISAS 1
-#else
-#define ISA_AVX512
-#define ISA_AVX2
-#define HAVE_ISAS 0
-#endif
 
 /* A tile's function kept out of line (OUTLINED 1) or inlined into the piece's loops (0).
  * Inlined, the AVX-512 tile's loop over K kept one of B's three vectors on the stack,
@@ -389,22 +380,17 @@ static RunF8 run_f8 = f8_base_run;
 static RunF4 run_f4 = f4_base_run;
 static const char *isa = "baseline";
 
-/* The widest build this CPU runs, or a narrower one that GPU_TC_SMALL_K_ISA names
- * ("avx2" or "baseline"; another value is ignored): how the tests run every build on
- * one host. */
+/* The widest build this CPU runs, or GPU_TC_KERNEL_ISA's narrower one. */
 static void choose_isa(void)
 {
+    const int build = widest_build();
 #if HAVE_ISAS
-    const char *cap = getenv("GPU_TC_SMALL_K_ISA");
-    const int baseline = cap != NULL && strcmp(cap, "baseline") == 0;
-    const int avx2 = !baseline;
-    const int avx512 = avx2 && !(cap != NULL && strcmp(cap, "avx2") == 0);
-    __builtin_cpu_init();
-    if (avx512 && __builtin_cpu_supports("avx512f")) {
+    if (build == BUILD_AVX512)
         run_f8 = f8_avx512_run, run_f4 = f4_avx512_run, isa = "avx512f";
-    } else if (avx2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    else if (build == BUILD_AVX2)
         run_f8 = f8_avx2_run, run_f4 = f4_avx2_run, isa = "avx2";
-    }
+#else
+    (void)build;
 #endif
 }
 

@@ -1,5 +1,5 @@
-/* cpu_fallback._sums: the compiled sums of cpu_fallback.sum_kernel and
- * cpu_fallback.pairwise_kernel.
+/* cpu_fallback._sums: the compiled strided sums of cpu_fallback.sum_kernel (the
+ * pairwise ones are cpu_fallback._pairwise, pairwise.c).
  *
  * strided() runs the loop nest of a SumLayout (cpu_fallback/sum_layout.py): for each
  * outer index k, the source rows at kept_src[k] + summed_src[r] (n elements at stride
@@ -7,18 +7,11 @@
  * the inner axis summed too, into the one element dst[kept_dst[k]]. Four inner loops
  * (KIND_*) match cpu_fallback.sum_kernel's kinds.
  *
- * pairwise() sums rows in NumPy's pairwise order (a RowLayout and a LeafProgram): each
- * piece of a row walks its blocks in address order, summing each block as NumPy does
- * (eight running sums over the multiple of 8, the rest one by one) and adding partial
- * sums on a short stack as the program says; the pieces of a row are then added
- * pairwise, neighbours first. The result has NumPy's bits however the pieces are shared.
- *
- * With threads > 0 the outer indices (strided) or the pieces (pairwise) are shared
- * among that many OpenMP threads, each writing its own outputs, or (strided, split) the
- * middle rows, each thread summing its share into its own copy of the destination, the
- * copies then added in order; 0 runs on the calling thread, without a parallel region
- * (a forked child must not start one). The GIL is released while they sum; every
- * offset is checked against the buffers first.
+ * With threads > 0 the outer indices are shared among that many OpenMP threads, each
+ * writing its own outputs, or (split) the middle rows, each thread summing its share
+ * into its own copy of the destination, the copies then added in order; 0 runs on the
+ * calling thread, without a parallel region (a forked child must not start one). The
+ * GIL is released while they sum; every offset is checked against the buffers first.
  */
 #include "kernel_common.h"
 
@@ -27,10 +20,6 @@
 #include <string.h>
 
 enum { KIND_REGISTERS, KIND_UNIT_ROWS, KIND_ROWS, KIND_COLUMNS };
-
-/* Partial sums one pairwise piece may hold at once (one per level of halving, and one
- * more: 2^63 elements need fewer). */
-#define STACK 64
 
 typedef struct {
     int kind;
@@ -334,228 +323,15 @@ done:
     return result;
 }
 
-typedef struct {
-    const int64_t *row_src, *row_dst, *offsets, *lengths, *adds, *entries;
-    int64_t rows, pieces, step; /* step: elements between a row's neighbours (>= 1) */
-} Program;
-
-/* NumPy's pairwise sum of a block (n <= 128 in NumPy's recursion) whose elements lie
- * `step` apart (1: contiguous): under 8 elements one running sum; else eight (element i
- * into sum i % 8, one vector register) over the multiple of 8, combined as
- * ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)), the rest added one by one. Each
- * lane adds in order: no reassociation. */
-#define DEFINE_PAIRWISE(T, TYPE)                                                          \
-    static inline TYPE block_##T(const TYPE *restrict s, int64_t n, int64_t step)          \
-    {                                                                                      \
-        TYPE total = 0;                                                                    \
-        if (n < 8) {                                                                       \
-            for (int64_t i = 0; i < n; i++)                                                \
-                total += s[i * step];                                                      \
-            return total;                                                                  \
-        }                                                                                  \
-        const int64_t end = n - n % 8;                                                     \
-        TYPE r[8];                                                                         \
-        for (int j = 0; j < 8; j++)                                                        \
-            r[j] = s[j * step];                                                            \
-        for (int64_t i = 8; i < end; i += 8)                                               \
-            for (int j = 0; j < 8; j++)                                                    \
-                r[j] += s[(i + j) * step];                                                 \
-        total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));         \
-        for (int64_t i = end; i < n; i++)                                                  \
-            total += s[i * step];                                                          \
-        return total;                                                                      \
-    }                                                                                      \
-                                                                                           \
-    /* Tasks first .. last - 1 (piece task % pieces of row task / pieces): each the row's \
-     * sum when a row is one piece, else partial[task]. 1 if a program overflows STACK. */ \
-    CLONES static int pieces_##T(const TYPE *restrict src, TYPE *restrict dst,             \
-                                 const Program *p, TYPE *restrict partial, int64_t first,  \
-                                 int64_t last)                                             \
-    {                                                                                      \
-        TYPE stack[STACK];                                                                 \
-        for (int64_t task = first; task < last; task++) {                                  \
-            const int64_t row = task / p->pieces, piece = task % p->pieces;                \
-            const int64_t step = p->step;                                                  \
-            int64_t offset = p->row_src[row] + p->offsets[piece] * step, top = 0;          \
-            for (int64_t e = p->entries[piece]; e < p->entries[piece + 1]; e++) {          \
-                if (top == STACK || p->adds[e] > top)                                      \
-                    return 1;                                                              \
-                const int64_t n = p->lengths[e];                                           \
-                /* step 1 spelled out: the contiguous block inlined as vectors */          \
-                stack[top] = step == 1 ? block_##T(src + offset, n, 1)                     \
-                                       : block_##T(src + offset, n, step);                 \
-                offset += n * step;                                                        \
-                for (int64_t a = 0; a < p->adds[e]; a++) {                                 \
-                    top--;                                                                 \
-                    stack[top] = stack[top] + stack[top + 1];                              \
-                }                                                                          \
-                top++;                                                                     \
-            }                                                                              \
-            if (p->pieces == 1)                                                            \
-                dst[p->row_dst[row]] = stack[0];                                           \
-            else                                                                           \
-                partial[task] = stack[0];                                                  \
-        }                                                                                  \
-        return 0;                                                                          \
-    }                                                                                      \
-                                                                                           \
-    /* Each cut row's piece sums added pairwise, neighbours first, into its element. */   \
-    static void combine_##T(TYPE *restrict dst, const Program *p, TYPE *restrict partial)  \
-    {                                                                                      \
-        for (int64_t row = 0; row < p->rows; row++) {                                      \
-            TYPE *part = partial + row * p->pieces;                                        \
-            for (int64_t width = p->pieces / 2; width >= 1; width /= 2)                    \
-                for (int64_t i = 0; i < width; i++)                                        \
-                    part[i] = part[2 * i] + part[2 * i + 1];                               \
-            dst[p->row_dst[row]] = part[0];                                                \
-        }                                                                                  \
-    }                                                                                      \
-                                                                                           \
-    static int rows_##T(const void *src, void *dst, const Program *p, void *partial,       \
-                        int64_t chunks, int threads)                                       \
-    {                                                                                      \
-        const int64_t tasks = p->rows * p->pieces;                                         \
-        int failed = 0;                                                                    \
-        if (threads == 0 || chunks < 2) {                                                  \
-            failed = pieces_##T(src, dst, p, partial, 0, tasks);                           \
-        } else {                                                                           \
-            const int caller = launcher_cpu();                                             \
-            _Pragma("omp parallel num_threads(threads) reduction(|:failed)")               \
-            {                                                                              \
-                leave_cpu(caller);                                                         \
-                _Pragma("omp for schedule(static)")                                        \
-                for (int64_t c = 0; c < chunks; c++)                                       \
-                    failed |= pieces_##T(src, dst, p, partial, c * tasks / chunks,         \
-                                         (c + 1) * tasks / chunks);                        \
-            }                                                                              \
-        }                                                                                  \
-        if (!failed && p->pieces > 1)                                                      \
-            combine_##T(dst, p, partial);                                                  \
-        return failed;                                                                     \
-    }
-DEFINE_PAIRWISE(f4, float)
-DEFINE_PAIRWISE(f8, double)
-
-/* Whether every piece of every row lies inside the buffers, the program's entries are
- * in order and its lengths not negative. */
-static int program_in_bounds(const Program *p, int64_t n_entries, int64_t src_len,
-                             int64_t dst_len)
-{
-    if (p->entries[0] < 0 || p->entries[p->pieces] > n_entries)
-        return 0;
-    int64_t s_lo = 0, s_hi = 0, d_lo = 0, d_hi = 0;
-    table_reach(p->row_src, p->rows, &s_lo, &s_hi);
-    table_reach(p->row_dst, p->rows, &d_lo, &d_hi);
-    if (d_lo < 0 || d_hi >= dst_len)
-        return 0;
-    for (int64_t piece = 0; piece < p->pieces; piece++) {
-        int64_t span = 0;
-        if (p->entries[piece + 1] < p->entries[piece])
-            return 0;
-        for (int64_t e = p->entries[piece]; e < p->entries[piece + 1]; e++) {
-            if (p->lengths[e] < 0 || p->adds[e] < 0)
-                return 0;
-            span += p->lengths[e];
-        }
-        const int64_t start = p->offsets[piece] * p->step;
-        if (s_lo + start < 0 || (span > 0 && s_hi + start + (span - 1) * p->step >= src_len))
-            return 0;
-    }
-    return 1;
-}
-
-PyDoc_STRVAR(pairwise_doc,
-"pairwise(src, dst, type, row_src, row_dst, offsets, lengths, adds, entries, chunks,\n"
-"         threads, step=1)\n"
-"--\n\n"
-"Write the pairwise sum of each row of buffer src into writable buffer dst, each row\n"
-"cut into the pieces whose recursions the program spells out (see\n"
-"cpu_fallback.pairwise_kernel.run); type 'f4' or 'f8'. threads > 0 shares `chunks`\n"
-"chunks of the pieces among that many OpenMP threads. A row's elements lie step\n"
-"elements apart.");
-
-static PyObject *pairwise(PyObject *self, PyObject *args)
-{
-    Py_buffer src, dst, row_src, row_dst, offsets, lengths, adds, entries;
-    const char *name;
-    long long chunks, step = 1;
-    int threads;
-    if (!PyArg_ParseTuple(args, "y*w*sy*y*y*y*y*y*Li|L:pairwise", &src, &dst, &name,
-                          &row_src, &row_dst, &offsets, &lengths, &adds, &entries, &chunks,
-                          &threads, &step))
-        return NULL;
-    PyObject *result = NULL;
-    void *partial = NULL;
-    int failed = 0;
-    const int t = type_of(name);
-    Program p = {NULL, NULL, NULL, NULL, NULL, NULL, (int64_t)(row_src.len / 8),
-                 (int64_t)(offsets.len / 8), (int64_t)step};
-    const int64_t n_entries = (int64_t)(lengths.len / 8);
-    if (t < 0)
-        goto done;
-    if (t != T_F4 && t != T_F8) {
-        PyErr_Format(PyExc_ValueError, "pairwise sums are float32 or float64, not %s", name);
-        goto done;
-    }
-    if (p.rows < 1 || p.pieces < 1 || (p.pieces & (p.pieces - 1)) != 0 || chunks < 1 ||
-        threads < 0 || p.step < 1) {
-        PyErr_SetString(PyExc_ValueError,
-                        "needs rows, a power-of-two count of pieces, chunks, threads and a "
-                        "positive step");
-        goto done;
-    }
-    if ((p.row_src = table(&row_src, p.rows, "row_src")) == NULL ||
-        (p.row_dst = table(&row_dst, p.rows, "row_dst")) == NULL ||
-        (p.offsets = table(&offsets, p.pieces, "offsets")) == NULL ||
-        (p.lengths = table(&lengths, n_entries, "lengths")) == NULL ||
-        (p.adds = table(&adds, n_entries, "adds")) == NULL ||
-        (p.entries = table(&entries, p.pieces + 1, "entries")) == NULL)
-        goto done;
-    if (!program_in_bounds(&p, n_entries, src.len / (Py_ssize_t)type_sizes[t],
-                           dst.len / (Py_ssize_t)type_sizes[t])) {
-        PyErr_SetString(PyExc_ValueError, "the row program reaches outside the buffers");
-        goto done;
-    }
-    const int64_t tasks = p.rows * p.pieces;
-    if (p.pieces > 1 && (partial = malloc((size_t)tasks * type_sizes[t])) == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (chunks > tasks)
-        chunks = tasks;
-    Py_BEGIN_ALLOW_THREADS
-    if (t == T_F4)
-        failed = rows_f4(src.buf, dst.buf, &p, partial, chunks, threads);
-    else
-        failed = rows_f8(src.buf, dst.buf, &p, partial, chunks, threads);
-    Py_END_ALLOW_THREADS
-    if (failed)
-        PyErr_SetString(PyExc_ValueError, "the row program overflows its stack");
-    else
-        result = Py_NewRef(Py_None);
-done:
-    free(partial);
-    PyBuffer_Release(&src);
-    PyBuffer_Release(&dst);
-    PyBuffer_Release(&row_src);
-    PyBuffer_Release(&row_dst);
-    PyBuffer_Release(&offsets);
-    PyBuffer_Release(&lengths);
-    PyBuffer_Release(&adds);
-    PyBuffer_Release(&entries);
-    return result;
-}
-
 static PyMethodDef methods[] = {
     {"strided", strided, METH_VARARGS, strided_doc},
-    {"pairwise", pairwise, METH_VARARGS, pairwise_doc},
     {"max_threads", max_threads, METH_NOARGS, max_threads_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_sums",
-    "The compiled sums of cpu_fallback.sum_kernel and pairwise_kernel (see sums.c).", -1,
+    "The compiled strided sums of cpu_fallback.sum_kernel (see sums.c).", -1,
     methods,
 };
 

@@ -18,8 +18,8 @@ from gpu_tc.backend import Scalars
 from gpu_tc.options import ReduceOp, UnaryOp
 from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
 
-pytestmark = pytest.mark.skipif(not kernels.built("_sums"),
-                                reason="cpu_fallback._sums was not built")
+pytestmark = pytest.mark.skipif(not kernels.built("_pairwise"),
+                                reason="cpu_fallback._pairwise was not built")
 
 
 def _problem(x: np.ndarray, labels: str, kept: str, d: np.ndarray | None = None,
@@ -371,20 +371,21 @@ def test_warm_einsum_calls_of_the_route_keep_numpys_bits(monkeypatch, rng):
 
 
 def test_the_compiled_sums_are_built():
-    """gpu_tc's install builds cpu_fallback._sums (setup.py); without it long sums run
-    as NumPy's one-thread reductions."""
-    assert kernels.built("_sums"), "cpu_fallback._sums was not built"
+    """gpu_tc's install builds cpu_fallback._pairwise and _sums (setup.py); without them
+    long sums run as NumPy's one-thread reductions."""
+    for extension in ("_pairwise", "_sums"):
+        assert kernels.built(extension), f"cpu_fallback.{extension} was not built"
 
 
 def test_without_the_compiled_sums_long_sums_warn_once_and_use_numpy():
-    """An install that could not build the extension (no C compiler): one warning, then
+    """An install that could not build the extensions (no C compiler): one warning, then
     the ufunc reduction, with NumPy's result. Two CPUs are claimed: on one, no
     threaded plan is offered, so the kernel is never wanted."""
     code = (
         "import os, sys, warnings, numpy as np\n"
         "os.cpu_count = lambda: 2\n"
         "import gpu_tc\n"
-        "sys.modules['cpu_fallback._sums'] = None\n"
+        "sys.modules['cpu_fallback._pairwise'] = sys.modules['cpu_fallback._sums'] = None\n"
         "a = np.random.default_rng(0).standard_normal((512, 2048))\n"
         "with warnings.catch_warnings(record=True) as caught:\n"
         "    warnings.simplefilter('always')\n"
@@ -396,7 +397,7 @@ def test_without_the_compiled_sums_long_sums_warn_once_and_use_numpy():
         "print(len(caught), caught[0].message)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.startswith("1 the compiled kernel cpu_fallback._sums"), out.stdout
+    assert out.stdout.startswith("1 the compiled kernel cpu_fallback._pairwise"), out.stdout
     assert "long sums run as NumPy reductions" in out.stdout
 
 

@@ -1,6 +1,6 @@
-"""Every build of the small-K kernel's loops (AVX-512, AVX2, baseline), not only the one
-this host picks: tests/test_small_k.py and tests/test_gathered.py run again in a child
-process whose GPU_TC_SMALL_K_ISA names a narrower build."""
+"""Every hand-built variant of the compiled kernels (AVX-512, AVX2, baseline) of the
+small-K GEMM and the pairwise sums, not only the one this host picks: their tests run
+again in a child process whose GPU_TC_KERNEL_ISA names a narrower build."""
 
 from __future__ import annotations
 
@@ -13,12 +13,16 @@ import pytest
 
 from cpu_fallback import kernels
 
-pytestmark = pytest.mark.skipif(not kernels.built("_small_k"),
-                                reason="cpu_fallback._small_k was not built (no C compiler)")
+pytestmark = pytest.mark.skipif(
+    not (kernels.built("_small_k") and kernels.built("_pairwise")),
+    reason="cpu_fallback._small_k or _pairwise was not built (no C compiler)")
 
 TESTS = Path(__file__).parent
-VARIABLE = "GPU_TC_SMALL_K_ISA"
+VARIABLE = "GPU_TC_KERNEL_ISA"
 BUILDS = {"avx512f": 2, "avx2": 1, "baseline": 0}  # widest first
+# Each kernel's build, as the child reports it.
+ISAS = ("from cpu_fallback import small_k, _pairwise; "
+        "isas = (small_k.isa(), _pairwise.isa())")
 
 
 def _child(code: str, build: str | None, *args: str) -> subprocess.CompletedProcess[str]:
@@ -32,20 +36,23 @@ def _child(code: str, build: str | None, *args: str) -> subprocess.CompletedProc
 @pytest.fixture(scope="module")
 def widest() -> str:
     """The build this CPU runs with no narrowing (asked of a child: this process's may be
-    narrowed by the variable)."""
-    done = _child("from cpu_fallback import small_k; print(small_k.isa())", None)
+    narrowed by the variable); both kernels pick the same one."""
+    done = _child(f"{ISAS}; print(*isas)", None)
     assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
+    small_k_isa, pairwise_isa = done.stdout.split()
+    assert small_k_isa == pairwise_isa
+    return small_k_isa
 
 
 @pytest.mark.parametrize("build", ["avx2", "baseline"])
 def test_a_narrower_build_passes_the_kernels_tests(widest, build):
     if BUILDS[build] > BUILDS[widest]:
         pytest.skip(f"this CPU runs the {widest} build at most, not {build}")
-    code = ("import sys, pytest; from cpu_fallback import small_k; "
-            f"assert small_k.isa() == {build!r}, small_k.isa(); "
+    code = (f"import sys, pytest; {ISAS}; "
+            f"assert isas == ({build!r}, {build!r}), isas; "
             "sys.exit(pytest.main(sys.argv[1:]))")
     done = _child(code, build, "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                  str(TESTS / "test_small_k.py"), str(TESTS / "test_gathered.py"))
+                  str(TESTS / "test_small_k.py"), str(TESTS / "test_gathered.py"),
+                  str(TESTS / "test_pairwise_sum.py"))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert " passed" in done.stdout
