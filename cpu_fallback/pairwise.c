@@ -10,10 +10,11 @@
  * A contiguous block keeps its eight running sums in one vector of eight lanes (GCC's
  * vector extensions: one AVX-512 register of doubles, two AVX2 ones, one AVX2 register
  * of floats). Three builds of the pieces' loops, one chosen when the module loads:
- * AVX-512, AVX2 and the baseline, whose blocks are plain loops (on a 2-core AVX-512
- * host the plain loops' whole sum of a 4096^2 float64 array, 8 pieces on 2 threads, took
- * 4.2-4.5 ms a call, the vector blocks 2.9: each loop iteration of the plain block cost
- * more instructions in flight per cache line, so fewer of the line's reads overlapped).
+ * AVX-512, AVX2 and the baseline, whose blocks are plain loops. On a 2-core AVX-512
+ * host the whole sum of a 4096^2 float64 array, 8 pieces on 2 threads, took 4.4-4.6 ms a
+ * call with the plain loops (GCC's vectorising of the eight sums: more instructions per
+ * cache line read, the sums combined by extracts), 3.0-3.1 (medians) with the vector
+ * blocks, the same bits.
  *
  * With threads > 0 the pieces are shared among that many OpenMP threads, each writing
  * its own outputs; 0 runs on the calling thread, without a parallel region (a forked
@@ -33,8 +34,8 @@
 /* How far ahead of a contiguous block its lines are asked into L2. The hardware's own
  * prefetch fell behind right after an idle spell: the whole sum of a 4096^2 float64
  * array (8 pieces, 2 threads) in the benchmark's rounds (a 0.15 s pause, then a run of
- * calls) took 3.4-3.9 ms a call without, 3.2-3.4 asked 2 KiB ahead, back to back
- * 2.9-3.1 either way (an equivalent loop outside gpu_tc; 2-core AVX-512 host). */
+ * calls) took 3.4-4.3 ms a call without, 3.2-3.5 asked 2 KiB ahead, back to back
+ * 2.7-3.2 either way (an equivalent loop outside gpu_tc; 2-core AVX-512 host). */
 #define AHEAD_BYTES 2048
 
 typedef struct {
