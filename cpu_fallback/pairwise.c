@@ -126,8 +126,34 @@ static inline __attribute__((always_inline)) void ask_ahead(const void *s, int64
  * contiguous blocks summed by CONTIGUOUS (a whole block's loop unrolled): each the row's
  * sum when a row is one piece, else partials[task]. 1 if a program overflows STACK. */
 #define DEFINE_PIECES(NAME, T, TYPE, ISA, CONTIGUOUS)                                      \
-    /* Blocks [0, count) of a piece from s on (lengths[i] elements `step` apart, then      \
-     * adds[i] partial sums added): the piece's sum, into *sum; 1 where the program        \
+    /* One full block from s on, its elements `step` apart. */                             \
+    static inline __attribute__((always_inline)) ISA TYPE NAME##_full(const TYPE *s,      \
+                                                                      int64_t step)       \
+    {                                                                                      \
+        if (step != 1)                                                                     \
+            return block_##T(s, BLOCK, step);                                              \
+        ask_ahead(s, BLOCK * sizeof(TYPE));                                                \
+        return CONTIGUOUS(s, BLOCK);                                                       \
+    }                                                                                      \
+                                                                                           \
+    /* A run of `blocks` full blocks (a power of two) from s on: NumPy's recursion over    \
+     * it, a perfect tree, its partial sums held from `stack` up (after block i,           \
+     * ctz(i + 1) additions; the last one leaves the run's sum). */                        \
+    static inline __attribute__((always_inline)) ISA TYPE NAME##_run(                      \
+        const TYPE *s, int64_t blocks, int64_t step, TYPE *stack)                          \
+    {                                                                                      \
+        int64_t top = 0;                                                                   \
+        for (int64_t i = 0; i < blocks; i++, s += BLOCK * step) {                          \
+            TYPE sum = NAME##_full(s, step);                                               \
+            for (int a = __builtin_ctzll((uint64_t)i + 1); a > 0; a--)                     \
+                sum = stack[--top] + sum;                                                  \
+            stack[top++] = sum;                                                            \
+        }                                                                                  \
+        return stack[0];                                                                   \
+    }                                                                                      \
+                                                                                           \
+    /* Blocks and runs [0, count) of a piece from s on (lengths[i] elements `step` apart,  \
+     * then adds[i] partial sums added): the piece's sum, into *sum; 1 where the program   \
      * overflows STACK. The contiguous loop apart, so that few values are live in it. */   \
     static inline __attribute__((always_inline)) ISA int NAME##_piece(                     \
         const TYPE *s, const int64_t *restrict lengths, const int64_t *restrict adds,      \
@@ -142,13 +168,15 @@ static inline __attribute__((always_inline)) void ask_ahead(const void *s, int64
             if (top == STACK || a > top)                                                   \
                 return 1;                                                                  \
             TYPE block;                                                                    \
-            if (step != 1) {                                                               \
-                block = block_##T(s, n, step);                                             \
-            } else if (n == BLOCK) {                                                       \
-                ask_ahead(s, BLOCK * sizeof(TYPE));                                        \
-                block = CONTIGUOUS(s, BLOCK);                                              \
+            if (n == BLOCK) {                                                              \
+                block = NAME##_full(s, step);                                              \
+            } else if (n > BLOCK) { /* program_in_bounds checked that it is a run */      \
+                const int64_t blocks = n / BLOCK;                                          \
+                if (top + __builtin_ctzll((uint64_t)blocks) >= STACK)                      \
+                    return 1;                                                              \
+                block = NAME##_run(s, blocks, step, stack + top);                          \
             } else {                                                                       \
-                block = CONTIGUOUS(s, n);                                                  \
+                block = step != 1 ? block_##T(s, n, step) : CONTIGUOUS(s, n);              \
             }                                                                              \
             s += n * step;                                                                 \
             for (; a > 0; a--)                                                             \
@@ -243,7 +271,7 @@ static int rows(PiecesFn pieces, void (*combine)(void *, const Program *, void *
 }
 
 /* Whether every piece of every row lies inside the buffers, the program's entries are
- * in order and its lengths not negative. */
+ * in order, its lengths not negative and every one past BLOCK a run (128 x 2^k). */
 static int program_in_bounds(const Program *p, int64_t n_entries, int64_t src_len,
                              int64_t dst_len)
 {
@@ -259,9 +287,11 @@ static int program_in_bounds(const Program *p, int64_t n_entries, int64_t src_le
         if (p->entries[piece + 1] < p->entries[piece])
             return 0;
         for (int64_t e = p->entries[piece]; e < p->entries[piece + 1]; e++) {
-            if (p->lengths[e] < 0 || p->adds[e] < 0)
+            const int64_t n = p->lengths[e], blocks = n / BLOCK;
+            if (n < 0 || p->adds[e] < 0 ||
+                (n > BLOCK && (n % BLOCK != 0 || (blocks & (blocks - 1)) != 0)))
                 return 0;
-            span += p->lengths[e];
+            span += n;
         }
         const int64_t start = p->offsets[piece] * p->step;
         if (s_lo + start < 0 || (span > 0 && s_hi + start + (span - 1) * p->step >= src_len))
@@ -318,7 +348,9 @@ static PyObject *pairwise(PyObject *self, PyObject *args)
         goto done;
     if (!program_in_bounds(&p, n_entries, src.len / (Py_ssize_t)size,
                            dst.len / (Py_ssize_t)size)) {
-        PyErr_SetString(PyExc_ValueError, "the row program reaches outside the buffers");
+        PyErr_SetString(PyExc_ValueError,
+                        "the row program reaches outside the buffers, or holds a block of more "
+                        "than 128 elements that is not a run of 128 x 2^k");
         goto done;
     }
     const int64_t tasks = p.rows * p.pieces;

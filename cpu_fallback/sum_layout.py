@@ -146,6 +146,12 @@ def cuts(length: int, pieces: int) -> np.ndarray:
     return np.array(lengths, np.int64)
 
 
+def is_run(n: int) -> bool:
+    """Whether ``n`` elements are a run: 128 x 2^k of them, k >= 1."""
+    blocks, remainder = divmod(n, BLOCK)
+    return remainder == 0 and blocks > 1 and blocks & (blocks - 1) == 0
+
+
 def _half(n: int) -> int:
     """Where NumPy's pairwise recursion cuts ``n`` elements: at half, less its remainder
     modulo 8."""
@@ -161,11 +167,15 @@ class LeafProgram:
     ``entries[p]`` to ``entries[p + 1]`` - 1: each block's length (at most 128 elements,
     summed in address order), and how many additions follow it, each popping the top
     partial sum of the stack into the one below (the recursion's additions, in its order).
+    A stretch of 128 x 2^k elements (k >= 1), whose recursion is a perfect tree of full
+    blocks, is one entry, a run: the kernel sums its blocks without reading a table (a
+    whole sum of 4096^2 float64 read its per-block tables in step with the data, and ran
+    about a tenth slower than without them).
 
     Attributes:
         offsets: Where each piece starts in its row (the pieces follow each other).
-        lengths: Elements of each block.
-        adds: Additions after each block.
+        lengths: Elements of each block or run.
+        adds: Additions after each block or run.
         entries: Where each piece's blocks start, and the end (one more than pieces).
     """
 
@@ -182,7 +192,7 @@ def leaf_program(piece_lengths: np.ndarray) -> LeafProgram:
 
     def blocks(n: int) -> tuple[np.ndarray, np.ndarray]:
         if n not in built:
-            if n <= BLOCK:
+            if n <= BLOCK or is_run(n):
                 built[n] = np.array([n], np.int64), np.zeros(1, np.int64)
             else:
                 half = _half(n)

@@ -13,7 +13,7 @@ import pytest
 import gpu_tc
 from cpu_fallback import kernels, pairwise_sum
 from cpu_fallback.pairwise_sum import PairwiseSumPlan, pairwise_sum_plans, pieces_per_row
-from cpu_fallback.sum_layout import LeafProgram, RowLayout, cuts, leaf_program, row_layout
+from cpu_fallback.sum_layout import LeafProgram, RowLayout, cuts, is_run, leaf_program, row_layout
 from gpu_tc.backend import Scalars
 from gpu_tc.options import ReduceOp, UnaryOp
 from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
@@ -91,21 +91,33 @@ def test_rows_are_cut_where_numpys_recursion_halves_them(n, pieces):
 
 
 def test_the_leaf_program_spells_out_numpys_recursion():
-    """1000 = (496 = (248 = 120 + 128) x 2) + (504 = 248 + 256 = 128 + 128), by hand;
-    a piece of 100 is one block."""
+    """1000 = (496 = (248 = 120 + 128) x 2) + (504 = 248 + 256), by hand, 256 = 128 + 128
+    one run; a piece of 100 is one block."""
     program = leaf_program(np.array([1000, 100, 1000]))
-    blocks = [120, 128, 120, 128, 120, 128, 128, 128]
+    blocks = [120, 128, 120, 128, 120, 128, 256]
     assert program.lengths.tolist() == blocks + [100] + blocks
-    adds = [0, 1, 0, 2, 0, 1, 0, 3]  # after each block, the halves it closes
+    adds = [0, 1, 0, 2, 0, 1, 2]  # after each block or run, the halves it closes
     assert program.adds.tolist() == adds + [0] + adds
-    assert program.entries.tolist() == [0, 8, 9, 17]
+    assert program.entries.tolist() == [0, 7, 8, 15]
     assert program.offsets.tolist() == [0, 1000, 1100]
+
+
+def test_a_stretch_of_128_times_a_power_of_two_is_one_run():
+    """Its recursion halves it into full blocks all the way down: one entry, which the
+    kernel sums without tables; 3 x 128 is not a run (nor are its halves)."""
+    assert [is_run(n) for n in (128, 256, 384, 1 << 21, (1 << 21) + 8)] == [
+        False, True, False, True, False]
+    program = leaf_program(cuts(1 << 24, 8))
+    assert program.lengths.tolist() == [1 << 21] * 8 and program.adds.tolist() == [0] * 8
+    program = leaf_program(np.array([384]))
+    assert program.lengths.tolist() == [96] * 4 and program.adds.tolist() == [0, 1, 0, 2]
 
 
 @pytest.mark.parametrize("n", [1, 129, 1000, 1_000_003, 1 << 21])
 def test_the_leaf_program_covers_the_piece_and_ends_with_one_sum(n):
     program = leaf_program(np.array([n]))
-    assert program.lengths.sum() == n and program.lengths.max() <= 128
+    assert program.lengths.sum() == n
+    assert all(length <= 128 or is_run(length) for length in program.lengths.tolist())
     depth = np.cumsum(1 - program.adds)  # partial sums held after each block
     assert depth[-1] == 1 and depth.min() >= 1 and depth.max() <= 64
 
@@ -420,6 +432,14 @@ def test_the_kernel_refuses_a_program_that_does_not_fit():
     _refusal(layout, deeper, "overflows its stack")
     three = LeafProgram(program.offsets[:3], program.lengths, program.adds, program.entries[:4])
     _refusal(layout, three, "power-of-two")
+    # 384 = 3 x 128 is no run; a run of 4 blocks needs 2 more partial sums than the 62
+    # held below it leave room for
+    one = np.zeros(1, np.int64)
+    not_a_run = LeafProgram(one, np.array([384]), one, np.array([0, 1]))
+    _refusal(layout, not_a_run, "not a run of 128 x 2")
+    high = LeafProgram(one, np.array([1] * 62 + [512]), np.zeros(63, np.int64),
+                       np.array([0, 63]))
+    _refusal(layout, high, "overflows its stack")
     # elements 2 apart: 1000 of them reach past a buffer of 1000
     _refusal(RowLayout(layout.row_src, layout.row_dst, 1000, 1000, 1, 0, 0, step=2), program,
              "outside the buffers")
