@@ -170,9 +170,12 @@ static inline __attribute__((always_inline)) void ask_ahead(const void *s, int64
             TYPE block;                                                                    \
             if (n == BLOCK) {                                                              \
                 block = NAME##_full(s, step);                                              \
-            } else if (n > BLOCK) { /* program_in_bounds checked that it is a run */      \
+            } else if (n > BLOCK) { /* a run, as program_in_bounds checked */             \
                 const int64_t blocks = n / BLOCK;                                          \
-                if (top + __builtin_ctzll((uint64_t)blocks) >= STACK)                      \
+                /* a run holds ctz(blocks) partial sums; one slot kept spare, as the        \
+                 * blocks one by one would */                                              \
+                if ((blocks & (blocks - 1)) != 0 ||                                        \
+                    top + __builtin_ctzll((uint64_t)blocks) >= STACK)                      \
                     return 1;                                                              \
                 block = NAME##_run(s, blocks, step, stack + top);                          \
             } else {                                                                       \
@@ -292,9 +295,17 @@ static int program_in_bounds(const Program *p, int64_t n_entries, int64_t src_le
                 (n > BLOCK && (n % BLOCK != 0 || (blocks & (blocks - 1)) != 0)))
                 return 0;
             span += n;
+            if (span > src_len) /* no piece is longer than the source (nor can span wrap) */
+                return 0;
         }
-        const int64_t start = p->offsets[piece] * p->step;
-        if (s_lo + start < 0 || (span > 0 && s_hi + start + (span - 1) * p->step >= src_len))
+        /* every product and sum below checked: huge offsets or steps cannot wrap */
+        int64_t start, reach, lo, hi;
+        if (__builtin_mul_overflow(p->offsets[piece], p->step, &start) ||
+            __builtin_mul_overflow(span > 0 ? span - 1 : 0, p->step, &reach) ||
+            __builtin_add_overflow(s_lo, start, &lo) || __builtin_add_overflow(s_hi, start, &hi) ||
+            __builtin_add_overflow(hi, reach, &hi))
+            return 0;
+        if (lo < 0 || (span > 0 && hi >= src_len))
             return 0;
     }
     return 1;

@@ -163,9 +163,9 @@ class LeafProgram:
     """NumPy's pairwise recursion over each piece of a row, flattened: the kernel runs it
     with a loop and a short stack instead of recursive calls.
 
-    Piece p starts ``offsets[p]`` elements into its row; its blocks are entries
-    ``entries[p]`` to ``entries[p + 1]`` - 1: each block's length (at most 128 elements,
-    summed in address order), and how many additions follow it, each popping the top
+    Piece p starts ``offsets[p]`` elements into its row; its blocks (or runs, below) are
+    entries ``entries[p]`` to ``entries[p + 1]`` - 1: each block's length (at most 128
+    elements, summed in address order), and how many additions follow it, each popping the top
     partial sum of the stack into the one below (the recursion's additions, in its order).
     A stretch of 128 x 2^k elements (k >= 1), whose recursion is a perfect tree of full
     blocks, is one entry, a run: the kernel sums its blocks without reading a table (a

@@ -136,6 +136,7 @@ def _bitwise_cases():
     b = rng.standard_normal((64, 16, 16, 17))
     return [
         ("ab->", a.reshape(-1)[: 2 * 170_003].reshape(2, -1), "ab", "", (0, 1)),
+        ("ab-> in runs", a.reshape(-1)[: 1 << 18].reshape(2, -1), "ab", "", (0, 1)),
         ("abcd->a", b, "abcd", "a", (1, 2, 3)),
         ("ab->a reversed", a[::-1], "ab", "a", (1,)),
         ("ab->b Fortran", np.asfortranarray(a.T), "ab", "b", (0,)),
@@ -144,7 +145,7 @@ def _bitwise_cases():
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("pieces", [1, 2, 4, 8])
-@pytest.mark.parametrize("case", range(4), ids=[c[0] for c in _bitwise_cases()])
+@pytest.mark.parametrize("case", range(5), ids=[c[0] for c in _bitwise_cases()])
 def test_the_sum_has_numpys_bits_however_rows_are_cut(case, pieces, dtype):
     _, x, labels, kept, axes = _bitwise_cases()[case]
     x = x.astype(dtype, order="K")
@@ -432,14 +433,22 @@ def test_the_kernel_refuses_a_program_that_does_not_fit():
     _refusal(layout, deeper, "overflows its stack")
     three = LeafProgram(program.offsets[:3], program.lengths, program.adds, program.entries[:4])
     _refusal(layout, three, "power-of-two")
-    # 384 = 3 x 128 is no run; a run of 4 blocks needs 2 more partial sums than the 62
-    # held below it leave room for
+    # 384 = 3 x 128 is no run; a run of 4 blocks holds 2 partial sums above the 62, and
+    # like the blocks one by one the kernel keeps one slot spare: refused
     one = np.zeros(1, np.int64)
     not_a_run = LeafProgram(one, np.array([384]), one, np.array([0, 1]))
     _refusal(layout, not_a_run, "not a run of 128 x 2")
     high = LeafProgram(one, np.array([1] * 62 + [512]), np.zeros(63, np.int64),
                        np.array([0, 63]))
     _refusal(layout, high, "overflows its stack")
+    # two runs of 2^62 elements, whose sum wraps a 64-bit span; an offset whose product
+    # with the step wraps
+    huge = LeafProgram(one, np.array([1 << 62, 1 << 62]), np.zeros(2, np.int64),
+                       np.array([0, 2]))
+    _refusal(layout, huge, "outside the buffers")
+    far = LeafProgram(np.array([1 << 62]), np.array([10]), one, np.array([0, 1]))
+    _refusal(RowLayout(layout.row_src, layout.row_dst, 1000, 1000, 1, 0, 0, step=4), far,
+             "outside the buffers")
     # elements 2 apart: 1000 of them reach past a buffer of 1000
     _refusal(RowLayout(layout.row_src, layout.row_dst, 1000, 1000, 1, 0, 0, step=2), program,
              "outside the buffers")
