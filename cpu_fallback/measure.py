@@ -32,7 +32,12 @@ slower than the choice, a one-thread reduction against a threaded one, its re-ch
 waits until it costs at most a RECHECK_SHARE of the time). The first re-check times
 every variant, soon, to undo a first measurement a passing load disturbed (TCCG case
 19 at half extents once timed the small-K kernel at 5.1 ms against its usual 1.8-2.2
-and kept BLAS at 3.5 ms: 0.73x torch in the runner). After it, every other re-check
+and kept BLAS at 3.5 ms: 0.73x torch in the runner), but not before FIRST_RECHECK_SECONDS
+have passed since the first decision: on a 2-core EPYC VM two threads' work ran at one
+thread's speed for seconds at a time, the first measurement and a re-check 16 calls
+later fell in one such spell, and TCCG case 36 at half extents kept MKL's batched GEMM
+(0.31-0.35 ms in a spell or out of one) over the small-K kernel (0.31 in the spell,
+0.19 out of it). After it, every other re-check
 times only the choice and the variants within CONTENDERS x its time at the last
 decision, the others keeping their times till the next, and the pace of those after
 it counts, where a re-check times variants of several engines, the longest
@@ -88,6 +93,8 @@ LONG_SECONDS = 0.25
 # long measurement, those timed SAMPLES times (within it of the fastest).
 CONTENDERS = 1.25
 RECHECK_FIRST = 16
+# Seconds from the first decision before the first re-check, at the least (see above).
+FIRST_RECHECK_SECONDS = 1.0
 RECHECK_GROWTH = 8
 RECHECK_SHARE = 0.05
 # Seconds the worker threads of an engine keep spinning after its call returns, taking
@@ -138,6 +145,7 @@ class Choice:
         self._calls = 0
         self._fewest_calls = RECHECK_FIRST  # before the next re-check, at the least
         self._recheck = RECHECK_FIRST
+        self._first_recheck_at = 0.0  # time.perf_counter() after which it may come
         self._decided = False
         self._lock = threading.Lock()
         self._held_until: float | None = None  # a lead-in's end, at the latest
@@ -167,7 +175,7 @@ class Choice:
         with self._lock:
             if not self._queue:
                 self._calls += 1
-                if self._calls > self._recheck:  # time the variants afresh
+                if self._calls > self._recheck and self._recheck_due():  # time afresh
                     self._calls = 0
                     self._rechecks += 1
                     self._fewest_calls *= RECHECK_GROWTH
@@ -180,6 +188,11 @@ class Choice:
                 return variant, False
             self._held_until = None
             return self._pick(allowed, pop=True)
+
+    def _recheck_due(self) -> bool:
+        """Whether a re-check may come now, its calls counted: the first one not before
+        FIRST_RECHECK_SECONDS after the first decision."""
+        return self._rechecks > 0 or time.perf_counter() >= self._first_recheck_at
 
     def _lead_in_longer(self, variant: int) -> bool:
         """Whether a timed call of ``variant`` should wait (an untimed call instead):
@@ -286,6 +299,8 @@ class Choice:
     def _decide(self) -> None:
         fastest = min(range(len(self.names)), key=self._time)
         first = not self._decided and not self._incumbent
+        if not self._decided:
+            self._first_recheck_at = time.perf_counter() + FIRST_RECHECK_SECONDS
         if first or self._time(fastest) < (1 - MARGIN) * self._time(self.best):
             self.best = fastest
         self._decided, self.restored = True, False
@@ -344,10 +359,15 @@ class Choice:
             margin = "" if self._incumbent else " after the first measurement"
             rechecks = ("every other re-check, the first too," if self._long
                         else "after the first re-check, every other one")
+            recheck = f"re-checked after {self._recheck} calls"
+            if self._rechecks == 0:
+                recheck += (f", the first not before {FIRST_RECHECK_SECONDS:g} s from the "
+                            f"first decision: pending")
+            elif self._queue:
+                recheck += ": re-checking now"
             return (f"measured: {self.names[self.best]} kept ({times}; {samples}, "
                     f"{MARGIN:.0%} margin for a change{margin}; {rechecks} of those "
-                    f"within {CONTENDERS}x the choice only; re-checked after "
-                    f"{self._recheck} calls)")
+                    f"within {CONTENDERS}x the choice only; {recheck})")
 
 
 def timed_run(choice: Choice, plans: Sequence[PrimitivePlan], inputs: Any, out: Any,

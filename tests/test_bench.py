@@ -358,6 +358,46 @@ def test_warm_up_goes_on_while_the_plan_says_it_is_measuring(monkeypatch):
     entry, _, live = runner._prepare(peer, case, case.operands(), settings)
     assert entry["error"] is None and live is not None
     assert len(calls) >= 100  # past runner.RETIME_CALLS (48): until the choice was made
+
+
+@pytest.mark.parametrize("pending", [200, 10**9])
+def test_warm_up_goes_on_until_the_first_recheck_is_done(monkeypatch, pending):
+    """After the choice, untimed calls go on while the reason says its first re-check
+    is pending or under way, for at most RECHECK_SECONDS of calls (0.05 s of calls of at
+    least 2 ms each where the re-check never comes: 25 at most)."""
+    calls: list[int] = []
+    before_calibration: list[int] = []
+    monkeypatch.setattr(runner.timing, "calibrate",
+                        lambda *args: before_calibration.append(len(calls)) or 1)
+
+    def measured(case, ops):
+        def call():
+            calls.append(1)
+            if len(calls) > 60:
+                time.sleep(0.002)
+            return np.einsum(case.expr, *ops)
+
+        def reason():
+            if len(calls) < 60:
+                return "measuring 10 variants"
+            if len(calls) < pending:
+                return "measured: x kept (...; re-checked after 16 calls, the first ...: pending)"
+            if len(calls) < pending + 8:
+                return "measured: x kept (...; re-checked after 16 calls: re-checking now)"
+            return "measured: x kept (...; re-checked after 128 calls)"
+
+        return Runner(call, reason=reason)
+
+    [case] = [c for c in suites.cases("overhead", "float64") if c.id == 2]
+    settings = runner.Settings(repeat=1, min_run_time=0.0, settle=0.0)
+    peer = Peer("measured", "a measured plan", "cpu", "numpy", peers.ALL_KINDS, measured)
+    monkeypatch.setattr(runner, "RECHECK_SECONDS", 0.05 if pending > 200 else 10.0)
+    entry, _, live = runner._prepare(peer, case, case.operands(), settings)
+    assert entry["error"] is None and live is not None
+    if pending == 200:
+        assert before_calibration == [208]  # through the pending wait and the re-check
+    else:
+        assert 61 <= before_calibration[0] <= 60 + 26  # stopped by RECHECK_SECONDS
     calls.clear()
     monkeypatch.setattr(runner, "MEASURE_SECONDS", 0.0)
     runner._prepare(peer, case, case.operands(), settings)

@@ -40,6 +40,9 @@ def _no_threads_spinning(monkeypatch):
     the hand-made seconds below stay short calls unless a test makes them long."""
     monkeypatch.setattr(measure, "_spinning", {})
     monkeypatch.setattr(measure, "LONG_SECONDS", float("inf"))
+    # the calls below are counted, not timed: the first re-check waits for calls only
+    # (test_the_first_recheck_waits_a_second_from_the_first_decision sets the clock)
+    monkeypatch.setattr(measure, "FIRST_RECHECK_SECONDS", 0.0)
 
 
 def _drive(choice: Choice, seconds, calls: int, log: list[int] | None = None) -> None:
@@ -224,6 +227,42 @@ def test_the_variants_of_the_longest_spinning_engine_are_timed_last():
     choice, log = Choice(["b1", "o1", "b2", "o2"], engines=["blas", "openmp"] * 2), []
     _drive(choice, lambda v, n: 1.0, 4 * RUN, log)
     assert log == [1] * RUN + [3] * RUN + [0] * RUN + [2] * RUN
+
+
+def test_the_first_recheck_waits_a_second_from_the_first_decision(monkeypatch):
+    """A slow spell of the host (two threads' work at one thread's speed, for seconds)
+    can cover the first measurement and the calls after it: the first re-check comes
+    after its calls and FIRST_RECHECK_SECONDS, whichever is later, and the reason says
+    it is pending until then; the later ones wait for calls only."""
+    monkeypatch.setattr(measure, "FIRST_RECHECK_SECONDS", 1.0)
+    now = [100.0]
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: now[0])
+    choice = Choice(["threaded", "one thread"], incumbent=False)
+    # in the spell both take 1 s; after it the threaded one takes 0.5 s
+    spell = [True]
+
+    def seconds(variant: int, number: int) -> float:
+        return [1.0, 0.95][variant] if spell[0] else [0.5, 0.95][variant]
+
+    _drive(choice, seconds, TWO)
+    assert choice.best == 1 and ": pending" in choice.describe()
+    log: list[int] = []
+    _drive(choice, seconds, 3 * RECHECK_FIRST, log)  # calls enough, no time passed
+    assert log == [1] * (3 * RECHECK_FIRST) and choice._rechecks == 0
+    now[0] += 1.0
+    spell[0] = False
+    variant, timed = choice.next()  # now it comes: every variant timed afresh
+    assert choice._rechecks == 1 and not timed
+    assert ": re-checking now" in choice.describe()
+    choice.record(variant, seconds(variant, 0), timed)
+    _drive(choice, seconds, TWO - 1)
+    assert choice.best == 0 and choice.settled
+    described = choice.describe()
+    assert "pending" not in described and "re-checking now" not in described
+    waits = choice._recheck
+    log.clear()
+    _drive(choice, seconds, waits + 1, log)  # no clock needed for the second
+    assert choice._rechecks == 2 and log[:waits] == [0] * waits
 
 
 def test_timed_calls_wait_while_another_engines_threads_spin(monkeypatch):
