@@ -29,9 +29,10 @@
  * threads, each writing its own part of D, panels narrowed where there would be fewer
  * than two pieces a thread; a thread takes the next piece when it is done with one
  * (schedule(dynamic)), so pieces of unequal cost, or a thread the host slows, leave
- * the other less idle (on a 2-core EPYC VM, 1200 x 1200 x 148 float64 in 4.00-4.10 ms
- * against 4.44-4.49 with each thread's pieces fixed in advance; TCCG at half extents
- * in float64, cases 9, 13 and 20-48, gpu_tc's time 0.965x, geomean); 0 runs on the calling thread, without a parallel region (a
+ * the other less idle (on a 2-core EPYC VM, 1200 x 1200 x 148 float64 in 4.00-4.46 ms
+ * against 4.44-5.02 with each thread's pieces fixed in advance, three processes each;
+ * TCCG at half extents in float64, cases 9, 13 and 20-48, gpu_tc's time 0.965x,
+ * geomean); 0 runs on the calling thread, without a parallel region (a
  * forked child must not start one). The GIL is released while it runs; every offset is
  * checked against the buffers first. Each element of D sums its K terms in order (a
  * block's sum added to the blocks' before), so the thread count does not change a bit.
