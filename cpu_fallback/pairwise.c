@@ -174,8 +174,7 @@ static inline __attribute__((always_inline)) void ask_ahead(const void *s, int64
                 const int64_t blocks = n / BLOCK;                                          \
                 /* a run holds ctz(blocks) partial sums; one slot kept spare, as the        \
                  * blocks one by one would */                                              \
-                if ((blocks & (blocks - 1)) != 0 ||                                        \
-                    top + __builtin_ctzll((uint64_t)blocks) >= STACK)                      \
+                if (top + __builtin_ctzll((uint64_t)blocks) >= STACK)                      \
                     return 1;                                                              \
                 block = NAME##_run(s, blocks, step, stack + top);                          \
             } else {                                                                       \
