@@ -18,7 +18,7 @@ import pytest
 
 import gpu_tc
 from gpu_tc import cli
-from gpu_tc.bench import blas_env, cli_args, peers, report, runner, session, suites, timing
+from gpu_tc.bench import blas_env, cli_args, peers, report, runner, session, suites, timing, warmup
 from gpu_tc.bench.peers import PEERS, Peer, Runner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -357,11 +357,11 @@ def test_warm_up_goes_on_while_the_plan_says_it_is_measuring(monkeypatch):
     peer = Peer("measured", "a measured plan", "cpu", "numpy", peers.ALL_KINDS, measured)
     entry, _, live = runner._prepare(peer, case, case.operands(), settings)
     assert entry["error"] is None and live is not None
-    assert len(calls) >= 100  # past runner.RETIME_CALLS (48): until the choice was made
+    assert len(calls) >= 100  # past warmup.RETIME_CALLS (48): until the choice was made
     calls.clear()
-    monkeypatch.setattr(runner, "MEASURE_SECONDS", 0.0)
+    monkeypatch.setattr(warmup, "MEASURE_SECONDS", 0.0)
     runner._prepare(peer, case, case.operands(), settings)
-    assert len(calls) <= 1 + runner.RETIME_CALLS + 1  # no calls past the bound
+    assert len(calls) <= 1 + warmup.RETIME_CALLS + 1  # no calls past the bound
 
 
 @pytest.mark.parametrize("pending", [200, 10**9])
@@ -395,13 +395,28 @@ def test_warm_up_goes_on_until_the_first_recheck_is_done(monkeypatch, pending):
     [case] = [c for c in suites.cases("overhead", "float64") if c.id == 2]
     settings = runner.Settings(repeat=1, min_run_time=0.0, settle=0.0)
     peer = Peer("measured", "a measured plan", "cpu", "numpy", peers.ALL_KINDS, measured)
-    monkeypatch.setattr(runner, "RECHECK_SECONDS", 0.05 if pending > 200 else 10.0)
+    monkeypatch.setattr(warmup, "RECHECK_SECONDS", 0.05 if pending > 200 else 10.0)
     entry, _, live = runner._prepare(peer, case, case.operands(), settings)
     assert entry["error"] is None and live is not None
     if pending == 200:
         assert before_calibration == [208]  # through the pending wait and the re-check
     else:
         assert 61 <= before_calibration[0] <= 60 + 26  # stopped by RECHECK_SECONDS
+
+
+@pytest.mark.parametrize(("reason", "call_seconds", "waits"), [
+    ("x kept (...; re-checked after 73 calls, the first ...: pending)", 0.09, True),
+    ("x kept (...; re-checked after 73 calls, the first ...: pending)", 0.5, False),
+    ("x kept (...; re-checked after 2 calls, ...: pending); y kept (re-checked after 80 calls)",
+     0.5, False),  # the most calls of any choice
+    ("x kept (...; re-checked after 73 calls: re-checking now)", 5.0, True),
+    ("x kept (...; re-checked after 584 calls)", 0.001, False),
+])
+def test_a_pending_recheck_is_waited_for_only_within_reach(reason, call_seconds, waits):
+    """The warm-up waits for a first re-check whose calls fit in RECHECK_SECONDS (30 s:
+    73 calls of 90 ms do, of 0.5 s do not), and through one under way however long."""
+    assert warmup.RECHECK_SECONDS == 30.0
+    assert warmup._rechecking(reason, call_seconds) is waits
 
 
 def test_each_warm_up_follows_a_pause():

@@ -16,34 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from . import blas_env, ceilings, environment, memory, report, suites, timing
+from . import blas_env, ceilings, environment, memory, report, suites, timing, warmup
 from .checkpoint import Checkpoint
 from .peers import GPU_TC, PEERS, Peer, Runner, runs_case
 from .progress import Progress
 from .suites import Case
 from .timing import no_sync
-
-# After the first call, single calls are timed (at most RETIME_CALLS, for at most
-# RETIME_SECONDS) and the runs sized from the fastest: the first calls may be cold
-# (plans, page faults, kernels compiled), and a measured plan of gpu_tc times its
-# variants on its first calls (up to six variants, four calls each, or, where a call
-# takes seconds, one each and three of the close ones: cpu_fallback.measure), which the
-# timed runs would otherwise catch in part. 10 s covers the slow variants' calls of a
-# 2 s TCCG case at full extents (3 s, two calls, did not).
-RETIME_CALLS = 48
-RETIME_SECONDS = 10.0
-# Where the plan still says it is measuring after those calls (gpu_tc's reason: with
-# MKL's variants a full-extent TCCG case times ten, 2-3.5 s a call), more untimed calls
-# until it has chosen, for at most MEASURE_SECONDS: timed runs that caught the
-# measurement ran up to 2x slow (cases 12 and 20-30 at full extents, 6d62139).
-MEASURE_SECONDS = 90.0
-# Then, while its reason says its first re-check is still to come (it waits a second
-# from the first decision, cpu_fallback.measure) or a re-check is under way, more
-# untimed calls for at most RECHECK_SECONDS, so that no timed run of a short call
-# catches it (where calls take a second or more, the re-check is tens of calls away,
-# and the timed runs may catch it as before).
-RECHECK_WORDS = (": pending", ": re-checking now")
-RECHECK_SECONDS = 5.0
 
 # A peer's result "mismatches" when its relative error against gpu_tc's exceeds this.
 TOLERANCE = {"float32": 1e-3, "complex64": 1e-3, "float64": 1e-9, "complex128": 1e-9}
@@ -342,18 +320,7 @@ def _prepare(
         del first
         for _ in range(settings.warmup - 1):
             elapsed = timing.run(runner.call, 1, runner.sync)
-        fastest, spent = elapsed, 0.0
-        for _ in range(RETIME_CALLS):
-            if spent + fastest >= RETIME_SECONDS:
-                break
-            elapsed = timing.run(runner.call, 1, runner.sync)
-            fastest, spent = min(fastest, elapsed), spent + elapsed
-        for limit, still in ((MEASURE_SECONDS, _measuring), (RECHECK_SECONDS, _rechecking)):
-            spent = 0.0
-            while spent < limit and still(runner.reason() or ""):
-                elapsed = timing.run(runner.call, 1, runner.sync)
-                spent += elapsed
-                fastest = min(fastest, elapsed)
+        fastest = warmup.untimed_calls(runner, elapsed)
         number = timing.calibrate(runner.call, fastest, settings.min_run_time, runner.sync)
     except Exception as err:  # noqa: BLE001 - a failing implementation is reported, not fatal
         entry["error"] = _describe(err)
@@ -361,16 +328,6 @@ def _prepare(
             runner.close()
         return entry, None, None
     return entry, value, _Live(peer, runner, number, [])
-
-
-def _measuring(reason: str) -> bool:
-    """Whether a plan's reason says it has not chosen yet."""
-    return "measuring" in reason
-
-
-def _rechecking(reason: str) -> bool:
-    """Whether a plan's reason says its first re-check is to come or one is under way."""
-    return any(words in reason for words in RECHECK_WORDS)
 
 
 def relative_error(value: np.ndarray, reference: np.ndarray) -> float:
