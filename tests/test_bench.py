@@ -18,7 +18,18 @@ import pytest
 
 import gpu_tc
 from gpu_tc import cli
-from gpu_tc.bench import blas_env, cli_args, peers, report, runner, session, suites, timing, warmup
+from gpu_tc.bench import (
+    blas_env,
+    cli_args,
+    heap,
+    peers,
+    report,
+    runner,
+    session,
+    suites,
+    timing,
+    warmup,
+)
 from gpu_tc.bench.peers import PEERS, Peer, Runner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -201,6 +212,8 @@ def test_run_records_mismatches_errors_and_ratios():
         assert case["ratio_best_of_runs"] == pytest.approx(peer["best"] / own["best"])
     assert doc["scale"] == 1.0 and doc["settings"]["scale"] == 1.0
     assert doc["environment"]["blas_variables"] == blas_env.variables()
+    assert doc["environment"]["heap"] == heap.pin()  # the run pinned the thresholds
+    assert f"C heap: {heap.pin()}." in report.markdown(doc)
     assert doc["warnings"] == blas_env.inspect().warnings
     json.dumps(doc)  # plain data all the way down
 

@@ -117,6 +117,8 @@ def markdown(doc: dict[str, Any]) -> str:
         f"{torch_blas_note(env)}{engines_note(env)}",
         "",
     ]
+    if env.get("heap"):
+        lines += [f"C heap: {env['heap']}.", ""]
     lines += [line for warning in doc.get("warnings", []) for line in
               (f"**Warning:** {warning}.", "")]
     if env.get("devices"):

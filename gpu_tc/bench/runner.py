@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import blas_env, ceilings, environment, memory, report, suites, timing, warmup
+from . import blas_env, ceilings, environment, heap, memory, report, suites, timing, warmup
 from .checkpoint import Checkpoint
 from .peers import GPU_TC, PEERS, Peer, Runner, runs_case
 from .progress import Progress
@@ -139,6 +139,7 @@ def run(
     metric = suites.metric(suite_plan.suite)
     # Before the cases: the pools of peer libraries imported later do not count as NumPy's.
     found = blas_env.inspect()
+    heap_state = heap.pin()
     # The GEMM ceiling is measured before and after the cases; the higher one is kept,
     # so a passing slowdown of the host cannot lower it.
     before = _gemm(suite_plan.dtype, settings, dev) if suite_plan.suite == "tccg" else None
@@ -170,7 +171,7 @@ def run(
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "settings": asdict(settings),
         "scale": settings.scale,
-        "environment": _environment(settings.backend, found),
+        "environment": {**_environment(settings.backend, found), "heap": heap_state},
         # Overrides of the BLAS kernel or threads: numbers made under them are not comparable.
         "warnings": list(found.warnings),
         # Other work on the host skews timings: the 1-minute load before and after.
