@@ -18,10 +18,13 @@ from .peers import Runner
 RETIME_CALLS = 48
 RETIME_SECONDS = 10.0
 # Where the plan still says it is measuring after those calls (gpu_tc's reason: with
-# MKL's variants a full-extent TCCG case times ten, 2-3.5 s a call), more untimed calls
-# until it has chosen, for at most MEASURE_SECONDS: timed runs that caught the
-# measurement ran up to 2x slow (cases 12 and 20-30 at full extents, 6d62139).
-MEASURE_SECONDS = 90.0
+# MKL's variants a full-extent TCCG case times ten, three calls each where a call takes
+# seconds), more untimed calls until it has chosen, for at most MEASURE_SECONDS: timed
+# runs that caught the measurement ran up to 2x slow (cases 12 and 20-30 at full
+# extents in float64, 2-3.5 s a call, 6d62139). 90 s left case 27 in float32 (4.4-5 s a
+# call) measuring through its timed runs (27 of 30 calls timed when they ended: 0.937x
+# opt_einsum; a 2-core EPYC host, 08ebe0f).
+MEASURE_SECONDS = 180.0
 # Then, while its reason says its first re-check is still to come (it waits a second
 # from the first decision and for its calls, cpu_fallback.measure) or a re-check is under
 # way, more untimed calls for at most RECHECK_SECONDS, so that no timed run catches it;
