@@ -5,14 +5,15 @@ glibc's malloc serves a block above its mmap threshold with fresh pages (page fa
 first touch) and returns the top of its heap past its trim threshold; both thresholds
 move with what the process freed before. So the same call costs differently with the
 process's history: in two of three TCCG x0.5 float64 runs on a 2-core EPYC host, every
-peer that returns a new 4.7 MB result (numpy.einsum, opt_einsum, torch.einsum; cases 40
-to 47) ran 1.0-1.6 ms a call from case 36 or 40 on, in the third 0.29-0.52 (cbbe2ae);
+peer that returns a new 4.7 MB result (numpy.einsum, opt_einsum, torch.einsum) ran most
+of cases 40 to 47 at 0.8-1.6 ms a call, in the third at 0.26-0.52 (cbbe2ae);
 with the mmap threshold at its initial 128 KiB, numpy.einsum on case 40 took 0.72 ms and
 258 page faults a call, with it at 32 MiB 0.25 ms and none (gpu_tc 0.23 and 0.19: its
 results come from its pool). The runner pins both at the highest values glibc's own
-adjustment reaches (DEFAULT_MMAP_THRESHOLD_MAX on 64 bits, trim twice that): the state
-most long-running processes settle in, and the one kindest to the peers. The memory
-probes run in fresh processes and keep glibc's defaults.
+adjustment reaches (DEFAULT_MMAP_THRESHOLD_MAX on 64 bits, trim twice that), so that
+no run's history decides; it is not free for every peer (numpy.einsum over cases 31-48
+in fresh processes: 0.354 ms pinned, 0.339 as glibc left it; gpu_tc 0.213 and 0.225).
+The memory probes run in fresh processes and keep glibc's defaults.
 """
 
 from __future__ import annotations
