@@ -171,7 +171,7 @@ def run(
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "settings": asdict(settings),
         "scale": settings.scale,
-        "environment": {**_environment(settings.backend, found), "heap": heap_state},
+        "environment": _environment(settings.backend, found, heap_state),
         # Overrides of the BLAS kernel or threads: numbers made under them are not comparable.
         "warnings": list(found.warnings),
         # Other work on the host skews timings: the 1-minute load before and after.
@@ -193,8 +193,8 @@ def _gemm(dtype: str, settings: Settings, dev: Device) -> ceilings.Ceiling:
     return ceilings.gemm(dtype, dev.xp, dev.sync, n, settings.repeat)
 
 
-def _environment(backend: str, found: blas_env.BlasEnvironment) -> dict[str, Any]:
-    info = environment.host(found)
+def _environment(backend: str, found: blas_env.BlasEnvironment, heap_state: str) -> dict[str, Any]:
+    info = {**environment.host(found), "heap": heap_state}
     if backend == "gpu":
         status = environment.gpu_status()
         info.update(status.versions)
