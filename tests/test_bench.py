@@ -24,6 +24,7 @@ from gpu_tc.bench import (
     heap,
     peers,
     report,
+    rounds,
     runner,
     session,
     suites,
@@ -31,9 +32,10 @@ from gpu_tc.bench import (
     warmup,
 )
 from gpu_tc.bench.peers import PEERS, Peer, Runner
+from gpu_tc.bench.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
-FAST = runner.Settings(quick=True, repeat=2, min_run_time=0.0, settle=0.0)
+FAST = Settings(quick=True, repeat=2, min_run_time=0.0, settle=0.0)
 
 
 @pytest.mark.parametrize("dtype, key", [("float64", "sizes"), ("float32", "sizes_float32_variant")])
@@ -114,9 +116,9 @@ def test_measure_counts_calls():
 
 
 def test_relative_error():
-    assert runner.relative_error(np.array([1.0, 2.0]), np.array([1.0, 2.5])) == pytest.approx(0.2)
-    assert runner.relative_error(np.zeros(3), np.zeros(2)) == math.inf
-    assert runner.relative_error(np.zeros(0), np.zeros(0)) == 0.0
+    assert rounds.relative_error(np.array([1.0, 2.0]), np.array([1.0, 2.5])) == pytest.approx(0.2)
+    assert rounds.relative_error(np.zeros(3), np.zeros(2)) == math.inf
+    assert rounds.relative_error(np.zeros(0), np.zeros(0)) == 0.0
 
 
 def test_default_peers():
@@ -160,7 +162,7 @@ def test_each_cpu_peer_agrees_with_gpu_tc(name, case):
     run = peer.build(case, operands)
     got = run.host(run.call())
     run.close()
-    assert runner.relative_error(np.asarray(got), expected) < 1e-12
+    assert rounds.relative_error(np.asarray(got), expected) < 1e-12
 
 
 def _tiny_plan(extra: list[Peer]) -> runner.SuitePlan:
@@ -343,9 +345,9 @@ def test_cold_first_calls_do_not_size_the_runs(cold_calls):
         return Runner(call)
 
     [case] = [c for c in suites.cases("overhead", "float64") if c.id == 2]
-    settings = runner.Settings(repeat=1, min_run_time=0.01, settle=0.0)
+    settings = Settings(repeat=1, min_run_time=0.01, settle=0.0)
     peer = Peer("cold", "slow first call", "cpu", "numpy", peers.ALL_KINDS, cold_then_fast)
-    entry, _, live = runner._prepare(peer, case, case.operands(), settings)
+    entry, _, live = rounds._prepare(peer, case, case.operands(), settings)
     assert entry["error"] is None and live is not None
     assert live.number > 1  # sized from a warm call, not from the 50 ms cold ones
 
@@ -366,14 +368,14 @@ def test_warm_up_goes_on_while_the_plan_says_it_is_measuring(monkeypatch):
         return Runner(call, reason=reason)
 
     [case] = [c for c in suites.cases("overhead", "float64") if c.id == 2]
-    settings = runner.Settings(repeat=1, min_run_time=0.0, settle=0.0)
+    settings = Settings(repeat=1, min_run_time=0.0, settle=0.0)
     peer = Peer("measured", "a measured plan", "cpu", "numpy", peers.ALL_KINDS, measured)
-    entry, _, live = runner._prepare(peer, case, case.operands(), settings)
+    entry, _, live = rounds._prepare(peer, case, case.operands(), settings)
     assert entry["error"] is None and live is not None
     assert len(calls) >= 100  # past warmup.RETIME_CALLS (48): until the choice was made
     calls.clear()
     monkeypatch.setattr(warmup, "MEASURE_SECONDS", 0.0)
-    runner._prepare(peer, case, case.operands(), settings)
+    rounds._prepare(peer, case, case.operands(), settings)
     assert len(calls) <= 1 + warmup.RETIME_CALLS + 1  # no calls past the bound
 
 
@@ -384,7 +386,7 @@ def test_warm_up_goes_on_until_the_first_recheck_is_done(monkeypatch, pending):
     least 2 ms each where the re-check never comes: 25 at most)."""
     calls: list[int] = []
     before_calibration: list[int] = []
-    monkeypatch.setattr(runner.timing, "calibrate",
+    monkeypatch.setattr(rounds.timing, "calibrate",
                         lambda *args: before_calibration.append(len(calls)) or 1)
 
     def measured(case, ops):
@@ -406,10 +408,10 @@ def test_warm_up_goes_on_until_the_first_recheck_is_done(monkeypatch, pending):
         return Runner(call, reason=reason)
 
     [case] = [c for c in suites.cases("overhead", "float64") if c.id == 2]
-    settings = runner.Settings(repeat=1, min_run_time=0.0, settle=0.0)
+    settings = Settings(repeat=1, min_run_time=0.0, settle=0.0)
     peer = Peer("measured", "a measured plan", "cpu", "numpy", peers.ALL_KINDS, measured)
     monkeypatch.setattr(warmup, "RECHECK_SECONDS", 0.05 if pending > 200 else 10.0)
-    entry, _, live = runner._prepare(peer, case, case.operands(), settings)
+    entry, _, live = rounds._prepare(peer, case, case.operands(), settings)
     assert entry["error"] is None and live is not None
     if pending == 200:
         assert before_calibration == [208]  # through the pending wait and the re-check
@@ -451,12 +453,12 @@ def test_each_warm_up_follows_a_pause():
 
     plan = _tiny_plan([recorded("first"), recorded("second")])
     plan = runner.SuitePlan(plan.suite, plan.dtype, plan.cases, plan.peers[1:])
-    settings = runner.Settings(quick=True, repeat=1, min_run_time=0.0, settle=0.05)
+    settings = Settings(quick=True, repeat=1, min_run_time=0.0, settle=0.05)
     from gpu_tc.bench.progress import Progress
 
     runner.run(plan, settings, Progress(plan.steps(1), io.StringIO(), bar=False))
     starts = [i for i in range(1, len(calls)) if calls[i][0] != calls[i - 1][0]]
-    assert len(starts) >= 3  # first -> second, then the timed runs, then the next case
+    assert len(starts) >= 3  # first -> second in each warm-up and in the timed runs
     for i in starts:
         assert calls[i][1] - calls[i - 1][2] >= 0.05, (calls[i - 1], calls[i])
 
@@ -478,7 +480,7 @@ def test_the_first_call_after_each_pause_is_not_timed():
     plan = _tiny_plan([Peer("waking", "slow after a pause", "cpu", "numpy", peers.ALL_KINDS,
                             slow_after_a_pause)])
     plan = runner.SuitePlan(plan.suite, plan.dtype, plan.cases[:1], plan.peers)
-    settings = runner.Settings(quick=True, repeat=2, min_run_time=0.0, settle=0.04)
+    settings = Settings(quick=True, repeat=2, min_run_time=0.0, settle=0.04)
     from gpu_tc.bench.progress import Progress
 
     doc = runner.run(plan, settings, Progress(plan.steps(2), io.StringIO(), bar=False))
@@ -545,7 +547,7 @@ def test_scale_reaches_settings_checkpoint_key_title_and_file_stem(tmp_path):
     assert any("--scale 0.5 applies to the tccg suite only" in note for note in notes)
     plan = _tiny_plan([])
     assert runner.checkpoint_key(plan, FAST) != runner.checkpoint_key(
-        plan, runner.Settings(quick=True, scale=0.5, repeat=2, min_run_time=0.0, settle=0.0))
+        plan, Settings(quick=True, scale=0.5, repeat=2, min_run_time=0.0, settle=0.0))
     assert report.stem("cpu", "tccg", "float64", 0.5) == "cpu-tccg-float64-x0.5"
     assert report.stem("cpu", "tccg", "float64", 1.0) == "cpu-tccg-float64"
     # A full and a half-extent report side by side: two files, two summary rows.

@@ -1,8 +1,9 @@
 """Checkpoints of a suite in progress: a long run that is stopped resumes where it was.
 
-After each case the finished cases are written to ``<stem>.partial.json`` beside the
-report; ``gpu-tc bench --resume`` keeps the cases of a checkpoint made with the same
-suite, dtype, backend, implementations and settings, and runs only the rest.
+After each group of cases (:mod:`gpu_tc.bench.rounds`) the finished cases are written
+to ``<stem>.partial.json`` beside the report; ``gpu-tc bench --resume`` keeps the cases
+of a checkpoint made with the same suite, dtype, backend, implementations and settings,
+and runs only the rest.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG files")
     parser.add_argument("--no-memory", action="store_true",
                         help="skip the peak-memory probes of the tccg suite (by default, after "
-                        "a case's timings, each implementation runs it again in a fresh "
+                        "the timings, each implementation runs each case again in a fresh "
                         "process per implementation, a cold then a warm call, and its peak "
                         "resident memory above the inputs, less the result, is reported; "
                         "Linux and --backend cpu only)")

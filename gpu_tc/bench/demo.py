@@ -18,6 +18,7 @@ from .. import __version__, prepare, reference
 from . import environment, report, runner, session, suites
 from .peers import PEERS, default_peers
 from .progress import Progress
+from .settings import Settings
 
 # (what it shows, expression, operand shapes): small enough for the reference kernel.
 EXAMPLES = (
@@ -78,8 +79,8 @@ def benchmark(backend: str, stream: TextIO) -> dict[str, Any]:
     cases = [c for c in suites.tccg_cases("float64", quick, DEMO_FLOPS)
              if c.id in DEMO_CASES]
     plan = runner.SuitePlan("tccg", "float64", cases, [PEERS[p] for p in peers])
-    settings = runner.Settings(backend, quick, repeat=3, min_run_time=0.01,
-                               settle=0.0 if backend == "gpu" else 0.03, command="gpu-tc demo")
+    settings = Settings(backend, quick, repeat=3, min_run_time=0.01,
+                        settle=0.0 if backend == "gpu" else 0.03, command="gpu-tc demo")
     progress = Progress(plan.steps(settings.repeat))
     try:
         return runner.run(plan, settings, progress)

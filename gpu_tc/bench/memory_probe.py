@@ -20,7 +20,7 @@ import numpy as np
 
 from .memory import PREFIX, Footprint
 from .peers import GPU_TC, PEERS, Peer
-from .runner import device
+from .settings import device
 from .suites import Case
 
 STATUS = "/proc/self/status"

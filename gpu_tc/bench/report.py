@@ -119,6 +119,10 @@ def markdown(doc: dict[str, Any]) -> str:
     ]
     if env.get("heap"):
         lines += [f"C heap: {env['heap']}.", ""]
+    if doc.get("groups"):
+        groups = doc["groups"]
+        lines += [f"Timed runs: {doc['settings']['repeat']} per implementation, in rounds over "
+                  f"groups of up to {groups['cases']} cases and {groups['bytes'] >> 20} MiB.", ""]
     lines += [line for warning in doc.get("warnings", []) for line in
               (f"**Warning:** {warning}.", "")]
     if env.get("devices"):

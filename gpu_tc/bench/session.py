@@ -11,9 +11,10 @@ from .checkpoint import Checkpoint
 from .cli_args import BenchRequest
 from .peers import PEERS, default_peers
 from .progress import Progress
+from .settings import Settings
 
 
-def settings_for(suite: str, request: BenchRequest, command: str) -> runner.Settings:
+def settings_for(suite: str, request: BenchRequest, command: str) -> Settings:
     """Per-suite timing defaults: tiny overhead cases get more and longer runs.
 
     Memory is measured on the tccg suite only, unless ``--no-memory``.
@@ -23,9 +24,9 @@ def settings_for(suite: str, request: BenchRequest, command: str) -> runner.Sett
     min_run_time = (0.05 if overhead else 0.02) / (4 if request.quick else 1)
     settle = 0.0 if request.backend == "gpu" else 0.02 if request.quick else 0.15
     scale = request.scale if suite == "tccg" else 1.0
-    return runner.Settings(backend=request.backend, quick=request.quick, scale=scale,
-                           repeat=repeat, warmup=1, min_run_time=min_run_time, settle=settle,
-                           memory=request.memory and suite == "tccg", command=command)
+    return Settings(backend=request.backend, quick=request.quick, scale=scale,
+                    repeat=repeat, warmup=1, min_run_time=min_run_time, settle=settle,
+                    memory=request.memory and suite == "tccg", command=command)
 
 
 def available_peers(names: list[str], notes: list[str]) -> list[str]:

@@ -93,6 +93,12 @@ class Case:
         """The operands' shapes."""
         return [tuple(self.sizes[x] for x in term) for term in self.terms]
 
+    def footprint(self, outputs: int = 1) -> int:
+        """Bytes of the operands and of ``outputs`` outputs."""
+        output = math.prod(self.sizes[x] for x in self.output)
+        elements = sum(math.prod(shape) for shape in self.shapes) + outputs * output
+        return np.dtype(self.dtype).itemsize * elements
+
     def operands(self, seed: int = 0) -> list[np.ndarray]:
         """C-ordered random host operands in [-1, 1) (complex: both parts)."""
         rng = np.random.default_rng(seed + self.id)
