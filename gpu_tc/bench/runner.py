@@ -90,11 +90,13 @@ def run(
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     done = checkpoint.load() if checkpoint is not None and resume else {}
     finished: dict[int, dict[str, Any]] = {}
+    to_time = []
     for case in suite_plan.cases:
         if case.id in done:
             finished[case.id] = done[case.id]
             progress.skip(suite_plan.case_steps(case, settings.repeat, probes(settings)))
-    to_time = [case for case in suite_plan.cases if case.id not in done]
+        else:
+            to_time.append(case)
     for group in rounds.groups(to_time, 1 + len(suite_plan.peers)):
         records = rounds.time_group(group, suite_plan.peers, dev, settings, progress)
         for case, record in zip(group, records):

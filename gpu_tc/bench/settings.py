@@ -24,8 +24,8 @@ class Settings:
         min_run_time: Seconds each timed run lasts at least (small cases loop).
         settle: Seconds of pause before each implementation's warm-up and each timed
             run, so the thread pools of the library run before (OpenBLAS, OpenMP)
-            stop spinning first; one untimed call follows a timed run's pause (see
-            :mod:`gpu_tc.bench.rounds`).
+            stop spinning first; every timed run follows one untimed call, paused or
+            not (see :mod:`gpu_tc.bench.rounds`).
         memory: Also measure each implementation's peak extra memory, after the
             timings of each group of cases, in a fresh process per implementation (see
             :mod:`gpu_tc.bench.memory`; not on the gpu backend, nor off Linux).
