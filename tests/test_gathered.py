@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 import pytest
+from helpers import call_until_reason
 
 import gpu_tc
 from cpu_fallback import kernels
@@ -214,10 +215,8 @@ def test_einsum_offers_it_beside_the_lowerings_and_stays_correct(rng, without_mk
     a, b = rng.standard_normal((24, 24)), rng.standard_normal((24, 24, 24, 24))
     plan = gpu_tc.prepare("be,dcea->dcba", a, b)
     expected = _expected("be,dcea->dcba", [a, b])
-    for _ in range(4000):  # 8 variants, 4 calls each; more while another test's threads spin
-        _assert_close(plan.execute(a, b), expected, 24)
-        if "measured" in plan.reason:
-            break
+    call_until_reason(plan, "measured", lambda: _assert_close(plan.execute(a, b), expected, 24),
+                      4000)  # 8 variants, 4 calls each, and the untimed ones
     assert "small-k:gathered" in plan.reason and "measured" in plan.reason
 
 
@@ -230,13 +229,13 @@ def test_einsum_times_it_against_a_broadcast_product(rng):
     b = rng.standard_normal([sizes[x] for x in "gfbc"])
     plan = gpu_tc.prepare("dega,gfbc->abcdef", a, b)
     expected = _expected("dega,gfbc->abcdef", [a, b])
-    for _ in range(4000):  # 4 calls a variant, more while another test's threads spin
+
+    def call() -> None:
         result = plan.execute(a, b)
         _assert_close(result, expected, 1)
         result[...] = np.nan  # its pooled buffer comes back: a call must write it all
-        del result
-        if "measured" in plan.reason:
-            break
+
+    call_until_reason(plan, "measured", call, 4000)  # 4 calls a variant, and the untimed ones
     assert "measured" in plan.reason
     assert "blas:multiply" in plan.reason and "small-k:gathered" in plan.reason
     small = gpu_tc.prepare("i,j->ij", a[0, 0, 0], b[0, 0, 0])

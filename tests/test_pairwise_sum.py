@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import call_until_reason
 
 import gpu_tc
 from cpu_fallback import kernels, pairwise_sum
@@ -292,10 +293,11 @@ def test_einsum_times_the_route_against_the_ufunc_and_keeps_numpys_bits(monkeypa
     monkeypatch.setattr(pairwise_sum.os, "cpu_count", lambda: 2)
     a = rng.standard_normal((512, 2048))
     plan = gpu_tc.prepare("ab->", a)
-    for _ in range(400):  # through the timing; more calls while another test's threads spin
+
+    def call() -> None:
         assert plan.execute(a) == a.sum()
-        if "measured:" in plan.reason:
-            break
+
+    call_until_reason(plan, "measured:", call, 400)
     assert "measured:" in plan.reason and "reduce:threaded-pairwise " in plan.reason
 
 
@@ -303,10 +305,11 @@ def test_a_trace_times_the_threads_too_and_keeps_numpys_bits(monkeypatch, rng):
     monkeypatch.setattr(pairwise_sum.os, "cpu_count", lambda: 2)
     a = rng.standard_normal((4096, 4096))
     plan = gpu_tc.prepare("ii->", a)
-    for _ in range(400):  # through the timing; more calls while another test's threads spin
+
+    def call() -> None:
         assert plan.execute(a) == np.trace(a)
-        if "measured:" in plan.reason:
-            break
+
+    call_until_reason(plan, "measured:", call, 400)
     assert "measured:" in plan.reason and "reduce:threaded-pairwise " in plan.reason
 
 
