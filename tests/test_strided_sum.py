@@ -121,6 +121,32 @@ def test_shared_rows_split_in_order_and_add_the_copies_in_order(dtype, step, mon
     np.testing.assert_array_equal(one_thread[:40 * step:step], rows.sum(axis=0, dtype=dtype))
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int8", "complex64"])
+def test_strided_rows_add_in_order_four_at_a_time(dtype, threads, monkeypatch):
+    """'abc->ac' whose rows (c) lie two elements apart: 143 rows (b) per output row, four
+    added a pass and then the remaining three, give the rows' sum in order bit for bit
+    (int8 wrapping as NumPy's sums do), on one thread and with the outer index (a)
+    shared among threads."""
+    monkeypatch.setattr(sum_kernel, "threads", lambda: threads)
+    rng = np.random.default_rng(9)  # rounding in every sum: another order, other bits
+    shape = (7, 143, 80)
+    values = (rng.standard_normal(shape) * 1e3 if dtype != "int8"
+              else np.arange(np.prod(shape)).reshape(shape) % 11 * 37 - 185)
+    x = values.astype(dtype)[:, :, ::2]
+    item = x.itemsize
+    a = _spec("abc", x.shape, tuple(t // item for t in x.strides), x.dtype.char)
+    problem = ReductionProblem(a, _out(a, "ac"))
+    route = "reduce:threaded-loops" if threads > 1 else "reduce:loops"
+    plan = {p.route: p for p in kernel_plans(problem)}[route]
+    d = np.full((7, 40), 9, dtype)
+    plan.execute((x,), d, Scalars(), None)
+    expected = np.zeros((7, 40), dtype)
+    for b in range(143):  # the rows in order, each sum rounded to the dtype
+        expected = (expected + x[:, b, :]).astype(dtype)
+    np.testing.assert_array_equal(d, expected)
+
+
 @pytest.mark.parametrize(("dtype", "total"), [
     ("float64", "float64"), ("float32", "float64"), ("int8", "int64"),
     ("complex64", "complex128")])
