@@ -27,6 +27,24 @@ typedef struct {
     int64_t n_kept, n_summed, n, ss, ds;
 } Nest;
 
+/* Rows r.. of D's row d (n elements, the rows' elements STEP apart) added four a pass,
+ * in order, each step rounded to A: D's row read and written a quarter as often, the
+ * same bits as a row at a time (a 64^4 'ijkj->ik' in C, 2 threads: 142 us against 172).
+ * Leaves r at the first row of the remainder. */
+#define FOUR_ROWS(S, A, D, STEP)                                                           \
+    for (; r + 4 <= m; r += 4) {                                                           \
+        const S *restrict s_0 = src + s0 + summed[r];                                      \
+        const S *restrict s_1 = src + s0 + summed[r + 1];                                  \
+        const S *restrict s_2 = src + s0 + summed[r + 2];                                  \
+        const S *restrict s_3 = src + s0 + summed[r + 3];                                  \
+        _Pragma("GCC ivdep") for (int64_t j = 0; j < n; j++) {                             \
+            A t = (A)d[j] + (A)s_0[j * (STEP)];                                            \
+            t = t + (A)s_1[j * (STEP)];                                                    \
+            t = t + (A)s_2[j * (STEP)];                                                    \
+            d[j] = (D)(t + (A)s_3[j * (STEP)]);                                            \
+        }                                                                                  \
+    }
+
 /* out[j] = sum over r of row r, for every outer index k in [k0, k1). Integer sums
  * accumulate in unsigned 64-bit words (wrapping, as NumPy's do), then are stored in
  * the destination's type. */
@@ -51,33 +69,10 @@ typedef struct {
                 for (int64_t j = 0; j < n; j++)                                            \
                     d[j] = 0;                                                              \
                 int64_t r = 0;                                                             \
-                if (ss == 1) /* four contiguous rows a pass, added in order: vectors */    \
-                    for (; r + 4 <= m; r += 4) {                                           \
-                        const S *restrict s_0 = src + s0 + summed[r];                      \
-                        const S *restrict s_1 = src + s0 + summed[r + 1];                  \
-                        const S *restrict s_2 = src + s0 + summed[r + 2];                  \
-                        const S *restrict s_3 = src + s0 + summed[r + 3];                  \
-                        _Pragma("GCC ivdep") for (int64_t j = 0; j < n; j++) {             \
-                            A t = (A)d[j] + (A)s_0[j]; /* each step rounded to A */        \
-                            t = t + (A)s_1[j];                                             \
-                            t = t + (A)s_2[j];                                             \
-                            d[j] = (D)(t + (A)s_3[j]);                                     \
-                        }                                                                  \
-                    }                                                                      \
-                else /* strided rows four a pass too: D's row read and written a quarter   \
-                      * as often (a 64^4 'ijkj->ik' in C, 2 threads: 142 us against 172) */ \
-                    for (; r + 4 <= m; r += 4) {                                           \
-                        const S *restrict s_0 = src + s0 + summed[r];                      \
-                        const S *restrict s_1 = src + s0 + summed[r + 1];                  \
-                        const S *restrict s_2 = src + s0 + summed[r + 2];                  \
-                        const S *restrict s_3 = src + s0 + summed[r + 3];                  \
-                        for (int64_t j = 0; j < n; j++) {                                  \
-                            A t = (A)d[j] + (A)s_0[j * ss];                                \
-                            t = t + (A)s_1[j * ss];                                        \
-                            t = t + (A)s_2[j * ss];                                        \
-                            d[j] = (D)(t + (A)s_3[j * ss]);                                \
-                        }                                                                  \
-                    }                                                                      \
+                if (ss == 1) /* a literal step: contiguous rows added as vectors */        \
+                    FOUR_ROWS(S, A, D, 1)                                                  \
+                else                                                                       \
+                    FOUR_ROWS(S, A, D, ss)                                                 \
                 for (; r < m; r++) {                                                       \
                     const S *s = src + s0 + summed[r];                                     \
                     for (int64_t j = 0; j < n; j++)                                        \
