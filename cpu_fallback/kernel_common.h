@@ -1,8 +1,9 @@
 /* What the compiled kernels (tile_copy.c, sums.c, pairwise.c, small_k.c) share: their
  * multiversioning and the choice of their hand-built variants, the reading of int64
- * tables from buffers, the reach of offsets (to check them against the buffers before
- * any access), OpenMP's thread count, and where a parallel region's workers run. Each
- * extension includes it; every function is static, so each keeps its own copy. */
+ * tables from buffers, the memory a strided array spans, the reach of offsets (to check
+ * them against the buffers before any access), OpenMP's thread count, and where a
+ * parallel region's workers run. Each extension includes it; every function is static,
+ * so each keeps its own copy. */
 #ifndef GPU_TC_KERNEL_COMMON_H
 #define GPU_TC_KERNEL_COMMON_H
 
@@ -104,6 +105,40 @@ static inline const int64_t *table(Py_buffer *view, int64_t need, const char *na
         return NULL;
     }
     return (const int64_t *)view->buf;
+}
+
+/* The memory an array's view spans, for offsets that count `size`-byte elements from
+ * its lowest address, `base` such elements before its element 0: the array's strided
+ * buffer in *view (released by the caller), its lowest address in *origin and the
+ * elements from there to its highest, + 1, in *len. Every address in that span lies in
+ * the array's own memory, so a program checked against *len reads and writes nothing
+ * else (a view's owner is never needed: a trace reads a matrix's diagonal through the
+ * diagonal itself). 0, or -1 with an error set and nothing held: the array exports no
+ * such buffer (a read-only one asked to be written), has no element, or its element
+ * size, a stride, or its base differs from the layout's. */
+static inline int strided_memory(PyObject *array, int writable, Py_ssize_t size,
+                                 int64_t base, Py_buffer *view, char **origin,
+                                 int64_t *len)
+{
+    if (PyObject_GetBuffer(array, view, PyBUF_STRIDES | (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return -1;
+    int64_t low = 0, high = 0;
+    int fits = view->itemsize == size && view->len > 0;
+    for (int i = 0; fits && i < view->ndim; i++) {
+        fits = view->strides[i] % size == 0;
+        reach(view->shape[i], view->strides[i], &low, &high);
+    }
+    if (!fits || low / size != -base) {
+        PyErr_Format(PyExc_ValueError,
+                     "the array's elements, strides or start differ from the layout's "
+                     "(%zd-byte elements, element 0 %lld elements above the lowest address)",
+                     size, (long long)base);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    *origin = (char *)view->buf + low;
+    *len = (high - low) / size + 1;
+    return 0;
 }
 
 PyDoc_STRVAR(max_threads_doc,

@@ -175,14 +175,15 @@ class Choice:
         with self._lock:
             if not self._queue:
                 self._calls += 1
-                if self._calls > self._recheck and self._recheck_due():  # time afresh
-                    self._calls = 0
-                    self._rechecks += 1
-                    self._fewest_calls *= RECHECK_GROWTH
-                    self._samples = [[] for _ in self.names]
-                    self._queue.extend(self._rounds())
-                else:  # settled: the choice, untimed
-                    return self._pick(allowed, pop=False)
+                if self._calls <= self._recheck or not self._recheck_due():
+                    # settled: the choice, untimed (a warm call's whole budget is a few
+                    # microseconds: no search of the empty queue where all are allowed)
+                    return (self.best, False) if allowed is None else self._pick(allowed, False)
+                self._calls = 0  # time afresh
+                self._rechecks += 1
+                self._fewest_calls *= RECHECK_GROWTH
+                self._samples = [[] for _ in self.names]
+                self._queue.extend(self._rounds())
             variant, timed = self._pick(allowed, pop=False)
             if timed and not self._long and self._lead_in_longer(variant):
                 return variant, False

@@ -19,7 +19,7 @@
  * With threads > 0 the pieces are shared among that many OpenMP threads, each writing
  * its own outputs; 0 runs on the calling thread, without a parallel region (a forked
  * child must not start one). The GIL is released while they sum; every offset is
- * checked against the buffers first.
+ * checked first against the memory the two arrays' views span (kernel_common.h).
  */
 #include "kernel_common.h"
 
@@ -312,29 +312,34 @@ static int program_in_bounds(const Program *p, int64_t n_entries, int64_t src_le
 
 PyDoc_STRVAR(pairwise_doc,
 "pairwise(src, dst, type, row_src, row_dst, offsets, lengths, adds, entries, chunks,\n"
-"         threads, step=1)\n"
+"         threads, step, src_base, dst_base)\n"
 "--\n\n"
-"Write the pairwise sum of each row of buffer src into writable buffer dst, each row\n"
-"cut into the pieces whose recursions the program spells out (see\n"
-"cpu_fallback.pairwise_kernel.run); type 'f4' or 'f8'. threads > 0 shares `chunks`\n"
+"Write the pairwise sum of each row of array src into writable array dst (any objects\n"
+"exporting strided buffers: NumPy's views as they are), each row cut into the pieces\n"
+"whose recursions the program spells out (see cpu_fallback.pairwise_kernel.run); type\n"
+"'f4' or 'f8'. The tables' offsets count elements from each array's lowest address,\n"
+"src_base and dst_base elements below its element 0. threads > 0 shares `chunks`\n"
 "chunks of the pieces among that many OpenMP threads. A row's elements lie step\n"
 "elements apart.");
 
 static PyObject *pairwise(PyObject *self, PyObject *args)
 {
+    PyObject *src_array, *dst_array;
     Py_buffer src, dst, row_src, row_dst, offsets, lengths, adds, entries;
     const char *name;
-    long long chunks, step = 1;
+    long long chunks, step, src_base, dst_base;
     int threads;
-    if (!PyArg_ParseTuple(args, "y*w*sy*y*y*y*y*y*Li|L:pairwise", &src, &dst, &name,
-                          &row_src, &row_dst, &offsets, &lengths, &adds, &entries, &chunks,
-                          &threads, &step))
+    if (!PyArg_ParseTuple(args, "OOsy*y*y*y*y*y*LiLLL:pairwise", &src_array, &dst_array,
+                          &name, &row_src, &row_dst, &offsets, &lengths, &adds, &entries,
+                          &chunks, &threads, &step, &src_base, &dst_base))
         return NULL;
     PyObject *result = NULL;
     void *partial = NULL;
-    int failed = 0;
+    int failed = 0, held = 0; /* held: src (1) and dst (2) */
+    char *src_origin, *dst_origin;
+    int64_t src_len, dst_len;
     const int f8 = strcmp(name, "f8") == 0;
-    const size_t size = f8 ? sizeof(double) : sizeof(float);
+    const Py_ssize_t size = f8 ? sizeof(double) : sizeof(float);
     Program p = {NULL, NULL, NULL, NULL, NULL, NULL, (int64_t)(row_src.len / 8),
                  (int64_t)(offsets.len / 8), (int64_t)step};
     const int64_t n_entries = (int64_t)(lengths.len / 8);
@@ -356,23 +361,30 @@ static PyObject *pairwise(PyObject *self, PyObject *args)
         (p.adds = table(&adds, n_entries, "adds")) == NULL ||
         (p.entries = table(&entries, p.pieces + 1, "entries")) == NULL)
         goto done;
-    if (!program_in_bounds(&p, n_entries, src.len / (Py_ssize_t)size,
-                           dst.len / (Py_ssize_t)size)) {
+    if (strided_memory(src_array, 0, size, src_base, &src, &src_origin, &src_len) < 0)
+        goto done;
+    held |= 1;
+    if (strided_memory(dst_array, 1, size, dst_base, &dst, &dst_origin, &dst_len) < 0)
+        goto done;
+    held |= 2;
+    if (!program_in_bounds(&p, n_entries, src_len, dst_len)) {
         PyErr_SetString(PyExc_ValueError,
                         "the row program reaches outside the buffers, or holds a block of more "
                         "than 128 elements that is not a run of 128 x 2^k");
         goto done;
     }
     const int64_t tasks = p.rows * p.pieces;
-    if (p.pieces > 1 && (partial = malloc((size_t)tasks * size)) == NULL) {
+    if (p.pieces > 1 && (partial = malloc((size_t)tasks * (size_t)size)) == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     if (chunks > tasks)
         chunks = tasks;
     Py_BEGIN_ALLOW_THREADS
-    failed = f8 ? rows(pieces_f8, combine_f8, src.buf, dst.buf, &p, partial, chunks, threads)
-                : rows(pieces_f4, combine_f4, src.buf, dst.buf, &p, partial, chunks, threads);
+    failed = f8 ? rows(pieces_f8, combine_f8, src_origin, dst_origin, &p, partial, chunks,
+                       threads)
+                : rows(pieces_f4, combine_f4, src_origin, dst_origin, &p, partial, chunks,
+                       threads);
     Py_END_ALLOW_THREADS
     if (failed)
         PyErr_SetString(PyExc_ValueError, "the row program overflows its stack");
@@ -380,8 +392,10 @@ static PyObject *pairwise(PyObject *self, PyObject *args)
         result = Py_NewRef(Py_None);
 done:
     free(partial);
-    PyBuffer_Release(&src);
-    PyBuffer_Release(&dst);
+    if (held & 1)
+        PyBuffer_Release(&src);
+    if (held & 2)
+        PyBuffer_Release(&dst);
     PyBuffer_Release(&row_src);
     PyBuffer_Release(&row_dst);
     PyBuffer_Release(&offsets);

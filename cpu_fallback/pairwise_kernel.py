@@ -23,7 +23,7 @@ from . import openmp
 with openmp.spin_environment():
     import cpu_fallback._pairwise as _pairwise
 
-from .sum_kernel import memory, type_name
+from .sum_kernel import type_name
 from .sum_layout import LeafProgram, RowLayout
 
 # Chunks of pieces per thread.
@@ -38,8 +38,9 @@ def run(source: np.ndarray, destination: np.ndarray, layout: RowLayout,
     ``parallel`` shares the pieces among OpenMP's threads, except in a forked child
     (openmp.forked), which sums on its own thread: the same bits.
 
-    The kernel checks that every element it would touch lies inside the two views'
-    spans (a ValueError otherwise) and releases the GIL while it sums.
+    The kernel takes the two arrays as they are (a trace's diagonal view too), checks
+    that every element it would touch lies inside the span of each one's view (a
+    ValueError otherwise) and releases the GIL while it sums.
     """
     bound(layout, program, destination.dtype, parallel)(source, destination)
 
@@ -50,19 +51,18 @@ def bound(layout: RowLayout, program: LeafProgram, dtype: np.dtype,
     of ``dtype``, its arguments gathered once (a warm trace's call is ~10 us)."""
     tables = (type_name(np.dtype(dtype)), layout.row_src, layout.row_dst, program.offsets,
               program.lengths, program.adds, program.entries)
-    src_base, src_span = layout.src_base, layout.src_span
-    dst_base, dst_span, step = layout.dst_base, layout.dst_span, layout.step
+    placing = (layout.step, layout.src_base, layout.dst_base)
     tasks = layout.row_src.size * program.offsets.size
-    pairwise, max_threads = _pairwise.pairwise, _pairwise.max_threads
+    pairwise, max_threads, forked, lock = (_pairwise.pairwise, _pairwise.max_threads,
+                                           openmp.forked, openmp.LOCK)
 
     def call(source: np.ndarray, destination: np.ndarray) -> None:
-        src = memory(source, src_base, src_span, writeable=False)
-        dst = memory(destination, dst_base, dst_span, writeable=True)
-        if parallel and not openmp.forked():
-            count = int(max_threads())
-            with openmp.LOCK:
-                pairwise(src, dst, *tables, min(tasks, CHUNKS_PER_THREAD * count), count, step)
+        if parallel and not forked():
+            count = max_threads()
+            with lock:
+                pairwise(source, destination, *tables, min(tasks, CHUNKS_PER_THREAD * count),
+                         count, *placing)
         else:
-            pairwise(src, dst, *tables, 1, 0, step)
+            pairwise(source, destination, *tables, 1, 0, *placing)
 
     return call

@@ -1,6 +1,7 @@
 """The memory under a strided NumPy array as one flat array, for the compiled kernels
-(cpu_fallback.tiles, sum_kernel, pairwise_kernel, small_k): they take a buffer and
-offsets into it, and check every offset against the buffer's length."""
+(cpu_fallback.tiles, sum_kernel, small_k): they take a buffer and offsets into it, and
+check every offset against the buffer's length. (pairwise_kernel's takes the arrays
+themselves and finds the span of each view in C.)"""
 
 from __future__ import annotations
 

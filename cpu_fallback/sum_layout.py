@@ -93,15 +93,14 @@ class RowLayout:
         row_src, row_dst: Per row (the kept axes, the last varying fastest), where it
             starts in the source and where its sum goes in the destination.
         length: The elements of a row.
-        src_span, dst_span, src_base, dst_base: As SumLayout's.
+        src_base, dst_base: As SumLayout's (the kernel takes each array's span from the
+            array's own view).
         step: Elements between a row's neighbours in the source (1: contiguous).
     """
 
     row_src: np.ndarray
     row_dst: np.ndarray
     length: int
-    src_span: int
-    dst_span: int
     src_base: int
     dst_base: int
     step: int = 1
@@ -125,13 +124,12 @@ def row_layout(problem: ReductionProblem, d: TensorSpec) -> RowLayout | None:
             return None
         length *= a.extents[i]
     kept = [i for i in axes if a.labels[i] in d.labels]
-    src_base, src_span = memory_extent(a.extents, a.strides)
-    dst_base, dst_span = memory_extent(d.extents, d.strides)
+    src_base, _ = memory_extent(a.extents, a.strides)
+    dst_base, _ = memory_extent(d.extents, d.strides)
     return RowLayout(
         row_src=offset_table([(a.extents[i], a.strides[i]) for i in kept], src_base),
         row_dst=offset_table([(a.extents[i], d.stride(a.labels[i])) for i in kept], dst_base),
-        length=length, src_span=src_span, dst_span=dst_span, src_base=src_base,
-        dst_base=dst_base, step=step,
+        length=length, src_base=src_base, dst_base=dst_base, step=step,
     )
 
 

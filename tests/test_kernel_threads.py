@@ -53,8 +53,7 @@ LAUNCHES = {
         "from cpu_fallback import pairwise_kernel\n"
         "from cpu_fallback.sum_layout import RowLayout, cuts, leaf_program\n"
         "x = np.random.default_rng(1).standard_normal(1 << 20)\n"
-        "layout = RowLayout(np.zeros(1, np.int64), np.zeros(1, np.int64), x.size, x.size,"
-        " 1, 0, 0)\n"
+        "layout = RowLayout(np.zeros(1, np.int64), np.zeros(1, np.int64), x.size, 0, 0)\n"
         "d, want = np.empty(()), x.sum()\n",
         "pairwise_kernel.run(x, d, layout, leaf_program(cuts(x.size, 4)), parallel=True)"
         " is None and d == want",

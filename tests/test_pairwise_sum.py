@@ -430,9 +430,9 @@ def _refusal(layout: RowLayout, program: LeafProgram, message: str) -> None:
 
 def test_the_kernel_refuses_a_program_that_does_not_fit():
     """The kernel checks rows, pieces and the stack against its buffers before it sums."""
-    layout = RowLayout(np.zeros(1, np.int64), np.zeros(1, np.int64), 1000, 1000, 1, 0, 0)
+    layout = RowLayout(np.zeros(1, np.int64), np.zeros(1, np.int64), 1000, 0, 0)
     program = leaf_program(cuts(1000, 4))
-    shifted = RowLayout(np.ones(1, np.int64), layout.row_dst, 1000, 1000, 1, 0, 0)
+    shifted = RowLayout(np.ones(1, np.int64), layout.row_dst, 1000, 0, 0)
     _refusal(shifted, program, "outside the buffers")
     longer = LeafProgram(program.offsets, program.lengths + 1, program.adds, program.entries)
     _refusal(layout, longer, "outside the buffers")
@@ -454,13 +454,63 @@ def test_the_kernel_refuses_a_program_that_does_not_fit():
                        np.array([0, 2]))
     _refusal(layout, huge, "outside the buffers")
     far = LeafProgram(np.array([1 << 62]), np.array([10]), one, np.array([0, 1]))
-    _refusal(RowLayout(layout.row_src, layout.row_dst, 1000, 1000, 1, 0, 0, step=4), far,
+    _refusal(RowLayout(layout.row_src, layout.row_dst, 1000, 0, 0, step=4), far,
              "outside the buffers")
     # elements 2 apart: 1000 of them reach past a buffer of 1000
-    _refusal(RowLayout(layout.row_src, layout.row_dst, 1000, 1000, 1, 0, 0, step=2), program,
+    _refusal(RowLayout(layout.row_src, layout.row_dst, 1000, 0, 0, step=2), program,
              "outside the buffers")
-    _refusal(RowLayout(layout.row_src, layout.row_dst, 10, 1000, 1, 0, 0, step=0),
+    _refusal(RowLayout(layout.row_src, layout.row_dst, 10, 0, 0, step=0),
              leaf_program(cuts(10, 1)), "positive step")
+
+
+def test_the_kernel_sums_views_where_they_lie():
+    """The kernel takes each array as it is: a large matrix's diagonal (a trace), rows
+    whose kept axis runs backwards (element 0 above the lowest address) and a strided
+    destination inside a larger array, which keeps its other elements."""
+    from cpu_fallback import pairwise_kernel
+
+    rng = np.random.default_rng(8)
+    m = rng.standard_normal((3000, 3000))
+    diagonal = m.diagonal()
+    trace = _problem(diagonal, "a", "")
+    d = np.full((), np.nan)
+    pairwise_kernel.run(diagonal, d, row_layout(trace, trace.d), leaf_program(cuts(3000, 4)),
+                        parallel=True)
+    assert d.tobytes() == np.add.reduce(diagonal).tobytes()
+    x = rng.standard_normal((6, 5000)).astype("float32")[::-1]
+    whole = np.zeros((6, 3), "float32")
+    out = whole[::-1, 1]
+    rows = _problem(x, "ab", "a", d=out)
+    layout = row_layout(rows, rows.d)
+    assert layout.src_base == 5 * 5000 and layout.dst_base == 5 * 3
+    pairwise_kernel.run(x, out, layout, leaf_program(cuts(5000, 2)), parallel=False)
+    assert out.tobytes() == np.add.reduce(x, axis=1).tobytes()
+    assert not whole[:, [0, 2]].any()
+
+
+def test_the_kernel_refuses_an_array_that_is_not_its_layouts():
+    """Each array's own view bounds what the kernel touches: a view shorter than the
+    layout's rows, an element size or a start (a reversed view) other than the
+    layout's, and a read-only destination are refused before any element is read."""
+    from cpu_fallback import pairwise_kernel
+
+    x = np.arange(1000.0)
+    layout = RowLayout(np.zeros(1, np.int64), np.zeros(1, np.int64), 1000, 0, 0)
+    program = leaf_program(cuts(1000, 2))
+    d = np.full((), np.nan)
+    with pytest.raises(ValueError, match="outside the buffers"):
+        pairwise_kernel.run(x[:500], d, layout, program, parallel=False)
+    with pytest.raises(ValueError, match="differ from the layout"):
+        pairwise_kernel.run(x.astype("float32"), d, layout, program, parallel=False)
+    with pytest.raises(ValueError, match="differ from the layout"):
+        pairwise_kernel.run(x[::-1], d, layout, program, parallel=False)
+    frozen = np.zeros(())
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        pairwise_kernel.run(x, frozen, layout, program, parallel=False)
+    assert np.isnan(d) and frozen == 0
+    pairwise_kernel.run(x, d, layout, program, parallel=False)
+    assert d == x.sum()
 
 
 def test_a_forked_child_sums_on_its_own_thread_with_the_same_bits():
@@ -472,7 +522,7 @@ def test_a_forked_child_sums_on_its_own_thread_with_the_same_bits():
         "from cpu_fallback.sum_layout import RowLayout, cuts, leaf_program\n"
         "x = np.random.default_rng(0).standard_normal(1_000_000)\n"
         "layout = RowLayout(np.zeros(1, np.int64), np.zeros(1, np.int64), 1_000_000,"
-        " 1_000_000, 1, 0, 0)\n"
+        " 0, 0)\n"
         "program = leaf_program(cuts(1_000_000, 4))\n"
         "d = np.empty(())\n"
         "pairwise_kernel.run(x, d, layout, program, parallel=True)\n"
