@@ -14,17 +14,21 @@ late now and then: a 4096^2 'ab->' ran 3.8-8 ms, and kept on its fastest call it
 MARGIN. At first the choice is variant 0 (a reduction's: NumPy's own reduction, or
 the OpenMP sums where NumPy's would be split over threads), or, where variant 0 is only
 the rule's guess (a contraction's lowerings and orientations), none: the first
-measurement keeps the fastest. The untimed call leads in (page faults,
-and threads woken: on a virtual machine an OpenMP thread that went to sleep during
-another variant's BLAS call took about a millisecond to wake, which a timed call right
-after the switch would have charged to a 0.25 ms kernel), so a variant is timed as a
-run of its own calls finds it, or, inside a chain of steps, as the steps around it
-leave the threads. The lead-in lasts longer while another engine's threads still spin
-(SPIN_SECONDS; OpenBLAS's keep a core busy for a tenth of a second after each call),
-and each measurement times the variants of that engine last. Later the variants are
-timed SAMPLES times afresh and the choice made again under the same margin: one
-disturbed run of calls cannot pin a slow variant, and a choice made under a passing
-load is undone at the next re-check that times the faster variant. A re-check comes
+measurement keeps the fastest, and later one faster than the choice at two decisions
+running takes over under the margin too: a near tie that the first measurement's noise
+settled does not hold the slower variant for good (TCCG case 13, float32, half extents:
+OpenBLAS's packed GEMM kept at 22.1 ms, MKL's at 20.9, 0.877x torch). The untimed
+call leads in (page faults, and threads woken: on a virtual machine an OpenMP thread
+that went to sleep during another variant's BLAS call took about a millisecond to wake,
+which a timed call right after the switch would have charged to a 0.25 ms kernel), so
+a variant is timed as a run of its own calls finds it, or, inside a chain of steps, as
+the steps around it leave the threads. The lead-in lasts longer while another engine's
+threads still spin (SPIN_SECONDS; OpenBLAS's keep a core busy for a tenth of a second
+after each call), and each measurement times the variants of that engine last. Later
+the variants are timed SAMPLES times afresh and the choice made again under the same
+margin (or lead, as above): one disturbed run of calls cannot pin a slow variant, and a
+choice made under a passing load is undone at the next re-check that times the faster
+variant. A re-check comes
 after at least RECHECK_FIRST calls, then 8x as many each time, and never before the
 calls since the choice have taken 1 / RECHECK_SHARE times what the re-check will cost
 by the last timings: the slower variants' calls (where a variant is several times
@@ -69,9 +73,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
-
-from gpu_tc.backend import PrimitivePlan, Scalars
 
 from . import decisions
 
@@ -122,7 +123,8 @@ class Choice:
             SPIN_SECONDS, see cpu_fallback.measured_plan.engines); None: all the same.
         incumbent: Whether the first decision too keeps variant 0 unless another beats
             it by MARGIN (variant 0 preferred for its own sake); False: the first
-            decision takes the fastest (variant 0 only a guess), re-checks the margin.
+            decision takes the fastest (variant 0 only a guess), re-checks the margin
+            or a lead in two measurements running.
     """
 
     def __init__(self, names: Sequence[str], key: str | None = None,
@@ -302,7 +304,8 @@ class Choice:
         first = not self._decided and not self._incumbent
         if not self._decided:
             self._first_recheck_at = time.perf_counter() + FIRST_RECHECK_SECONDS
-        if first or self._time(fastest) < (1 - MARGIN) * self._time(self.best):
+        if (first or self._time(fastest) < (1 - MARGIN) * self._time(self.best)
+                or self._ahead_twice(fastest)):
             self.best = fastest
         self._decided, self.restored = True, False
         # A variant a re-check left out keeps its time from before.
@@ -311,6 +314,13 @@ class Choice:
         self._recheck = self._calls_before_recheck()
         if self._key is not None:
             decisions.remember(self._key, self.names, self.best, self._decided_times)
+
+    def _ahead_twice(self, variant: int) -> bool:
+        """Whether ``variant`` leads the choice now and led it at the last decision too
+        (a lead under MARGIN that two measurements agree on; variant 0 only a guess)."""
+        times = self._decided_times
+        return (not self._incumbent and variant != self.best and times[variant] < times[self.best]
+                and self._time(variant) < self._time(self.best))
 
     def _calls_before_recheck(self) -> int:
         """Calls of the choice before the next re-check: at least ``_fewest_calls``,
@@ -357,7 +367,8 @@ class Choice:
             samples = (f"the median of up to {SAMPLES} timed calls, one where a call took "
                        f"{CONTENDERS}x the fastest" if self._long
                        else f"the median of the last {SAMPLES} timed calls")
-            margin = "" if self._incumbent else " after the first measurement"
+            margin = ("" if self._incumbent else " after the first measurement, or a lead "
+                      "in two measurements running")
             rechecks = ("every other re-check, the first too," if self._long
                         else "after the first re-check, every other one")
             recheck = f"re-checked after {self._recheck} calls"
@@ -369,23 +380,6 @@ class Choice:
             return (f"measured: {self.names[self.best]} kept ({times}; {samples}, "
                     f"{MARGIN:.0%} margin for a change{margin}; {rechecks} of those "
                     f"within {CONTENDERS}x the choice only; {recheck})")
-
-
-def timed_run(choice: Choice, plans: Sequence[PrimitivePlan], inputs: Any, out: Any,
-              scalars: Scalars, addend: Any, allowed: Sequence[int] | None = None) -> None:
-    """Run the variant ``choice`` picks (among ``allowed``) and report its time."""
-    variant, timed = choice.next(allowed)
-    run_variant(choice, plans, variant, timed, inputs, out, scalars, addend)
-
-
-def run_variant(choice: Choice, plans: Sequence[PrimitivePlan], variant: int, timed: bool,
-                inputs: Any, out: Any, scalars: Scalars, addend: Any) -> None:
-    """Run ``variant``, as :meth:`Choice.next` said, and report its time."""
-    start = time.perf_counter()
-    plans[variant].execute(inputs, out, scalars, addend)
-    end = time.perf_counter()
-    left_spinning(choice.engines[variant], end)
-    choice.record(variant, end - start, timed)
 
 
 def left_spinning(engine: str, end: float | None = None) -> None:

@@ -1,9 +1,11 @@
 """Several plans of one problem run as one plan, the variant to run chosen by timing
 (cpu_fallback.measure's Choice): the plan the backend hands out where routes compete,
-with a warm call into a new result that runs the picked variant's own."""
+with a warm call into a new result that runs the picked variant's own; and the timed
+run of a variant, reported to its Choice."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,7 +15,7 @@ from gpu_tc.backend import UNSCALED, PlanDefaults, PrimitivePlan, Scalars
 from gpu_tc.problem import TensorSpec
 from gpu_tc.run import dense_allocation
 
-from .measure import Choice, left_spinning, run_variant, timed_run
+from .measure import Choice, left_spinning
 from .pool import HOST_POOL
 
 
@@ -98,3 +100,20 @@ def _fresh_call(choice: Choice, plans: Sequence[PrimitivePlan], d: TensorSpec) -
         return out
 
     return fresh
+
+
+def timed_run(choice: Choice, plans: Sequence[PrimitivePlan], inputs: Any, out: Any,
+              scalars: Scalars, addend: Any, allowed: Sequence[int] | None = None) -> None:
+    """Run the variant ``choice`` picks (among ``allowed``) and report its time."""
+    variant, timed = choice.next(allowed)
+    run_variant(choice, plans, variant, timed, inputs, out, scalars, addend)
+
+
+def run_variant(choice: Choice, plans: Sequence[PrimitivePlan], variant: int, timed: bool,
+                inputs: Any, out: Any, scalars: Scalars, addend: Any) -> None:
+    """Run ``variant``, as :meth:`Choice.next` said, and report its time."""
+    start = time.perf_counter()
+    plans[variant].execute(inputs, out, scalars, addend)
+    end = time.perf_counter()
+    left_spinning(choice.engines[variant], end)
+    choice.record(variant, end - start, timed)

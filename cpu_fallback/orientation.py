@@ -16,8 +16,8 @@ from gpu_tc.backend import PrimitivePlan, Scalars
 from gpu_tc.problem import ContractionProblem, TensorSpec
 from gpu_tc.strides import same_layout
 
-from .measure import Choice, timed_run
-from .measured_plan import MeasuredPlan, choice_key, engines, variant_names
+from .measure import Choice
+from .measured_plan import MeasuredPlan, choice_key, engines, timed_run, variant_names
 
 
 def candidates(plan: PrimitivePlan) -> tuple[PrimitivePlan, ...]:
