@@ -15,9 +15,11 @@ MARGIN. At first the choice is variant 0 (a reduction's: NumPy's own reduction, 
 the OpenMP sums where NumPy's would be split over threads), or, where variant 0 is only
 the rule's guess (a contraction's lowerings and orientations), none: the first
 measurement keeps the fastest, and later one faster than the choice at two decisions
-running takes over under the margin too: a near tie that the first measurement's noise
-settled does not hold the slower variant for good (TCCG case 13, float32, half extents:
-OpenBLAS's packed GEMM kept at 22.1 ms, MKL's at 20.9, 0.877x torch). The untimed
+running takes over under the margin too (so does a preferred variant 0 that a decision
+left): a near tie that the first measurement's noise settled does not hold the slower
+variant for good (TCCG case 13, float32, half extents: OpenBLAS's packed GEMM kept at
+22.1 ms, MKL's at 20.9, 0.877x torch; a 4096^2 'ab->' kept the ufunc's split at 4.09 ms
+over the OpenMP sums' 3.75, 0.868x torch). The untimed
 call leads in (page faults, and threads woken: on a virtual machine an OpenMP thread
 that went to sleep during another variant's BLAS call took about a millisecond to wake,
 which a timed call right after the switch would have charged to a 0.25 ms kernel), so
@@ -122,9 +124,10 @@ class Choice:
         engines: Whose threads each variant's calls leave spinning (keys of
             SPIN_SECONDS, see cpu_fallback.measured_plan.engines); None: all the same.
         incumbent: Whether the first decision too keeps variant 0 unless another beats
-            it by MARGIN (variant 0 preferred for its own sake); False: the first
-            decision takes the fastest (variant 0 only a guess), re-checks the margin
-            or a lead in two measurements running.
+            it by MARGIN (variant 0 preferred for its own sake; back to it, a lead in
+            two measurements running is enough); False: the first decision takes the
+            fastest (variant 0 only a guess), re-checks the margin or a lead in two
+            measurements running.
     """
 
     def __init__(self, names: Sequence[str], key: str | None = None,
@@ -317,10 +320,11 @@ class Choice:
 
     def _ahead_twice(self, variant: int) -> bool:
         """Whether ``variant`` leads the choice now and led it at the last decision too
-        (a lead under MARGIN that two measurements agree on; variant 0 only a guess)."""
-        times = self._decided_times
-        return (not self._incumbent and variant != self.best and times[variant] < times[self.best]
-                and self._time(variant) < self._time(self.best))
+        (a lead under MARGIN that two measurements agree on), where variant 0 is only a
+        guess or ``variant`` is the preferred variant 0 itself."""
+        times, best = self._decided_times, self.best
+        return ((not self._incumbent or variant == 0) and variant != best
+                and times[variant] < times[best] and self._time(variant) < self._time(best))
 
     def _calls_before_recheck(self) -> int:
         """Calls of the choice before the next re-check: at least ``_fewest_calls``,

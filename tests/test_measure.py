@@ -113,11 +113,21 @@ def test_where_the_default_is_a_guess_the_first_measurement_keeps_the_fastest():
 
 def test_a_preferred_default_keeps_its_margin_at_every_recheck():
     """incumbent=True (a reduction's own sums): a rival faster under the margin in
-    every measurement still does not take over."""
+    every measurement still does not take over; once a disturbed measurement has taken
+    the choice away from the default, a lead of the default's under the margin at two
+    re-checks running brings it back."""
     preferred = Choice(["own", "other"])
     near = lambda v, n: [1.0, 1.0 - MARGIN / 2][v]  # noqa: E731
     _until_rechecked(preferred, near, 3)
     assert preferred.best == 0 and preferred._decided_times == [1.0, 1.0 - MARGIN / 2]
+    left = Choice(["own", "other"])
+    _drive(left, lambda v, n: [2.0, 1.0][v], TWO)  # a load slowed "own": it is left
+    assert left.best == 1
+    back = lambda v, n: [1.0 - MARGIN / 2, 1.0][v]  # noqa: E731
+    _until_rechecked(left, back, 1)
+    assert left.best == 1  # one lead under the margin: not yet
+    _until_rechecked(left, back, 2)
+    assert left.best == 0
 
 
 def test_contraction_plans_measure_without_an_incumbent(rng, without_mkl):
