@@ -1,57 +1,55 @@
 """Choosing among interchangeable plans by timing real calls, robust to noise.
 
 Where routes compete (GEMM lowerings that pack an operand or loop over it, the two
-orientations of a new result) no constant tuned on one host and one size picks well
-on another, so the CPU backend times them on the calls themselves: every call computes
-the full, correct result with one of the variants. A :class:`Choice` runs each variant
-in turn, one untimed call, then SAMPLES timed calls in a row, and keeps the one whose
+orientations of a new result) no constant tuned on one host and one size picks well on
+another, so the CPU backend times them on the calls themselves: every call computes the
+full, correct result with one of the variants. A :class:`Choice` runs each variant in
+turn, one untimed call, then SAMPLES timed calls in a row, and keeps the one whose
 median timed call is fastest: one call slowed by a load on the host, page faults or
 another library's threads does not count (on the 2-core test host the first calls of a
-new plan took up to 3x the later ones), nor does one lucky call of a variant whose
-calls vary by themselves (a ufunc sum split over Python's threads, whose worker wakes
-late now and then: a 4096^2 'ab->' ran 3.8-8 ms, and kept on its fastest call it ran
-0.44x TBLIS in the benchmark). The current choice stays unless another beats it by
-MARGIN. At first the choice is variant 0 (a reduction's: NumPy's own reduction, or
-the OpenMP sums where NumPy's would be split over threads), or, where variant 0 is only
-the rule's guess (a contraction's lowerings and orientations), none: the first
-measurement keeps the fastest, and later one faster than the choice at two decisions
-running takes over under the margin too (so does a preferred variant 0 that a decision
-left): a near tie that the first measurement's noise settled does not hold the slower
-variant for good (TCCG case 13, float32, half extents: OpenBLAS's packed GEMM kept at
-22.1 ms, MKL's at 20.9, 0.877x torch; a 4096^2 'ab->' kept the ufunc's split at 4.09 ms
-over the OpenMP sums' 3.75, 0.868x torch). The untimed
-call leads in (page faults, and threads woken: on a virtual machine an OpenMP thread
-that went to sleep during another variant's BLAS call took about a millisecond to wake,
-which a timed call right after the switch would have charged to a 0.25 ms kernel), so
-a variant is timed as a run of its own calls finds it, or, inside a chain of steps, as
-the steps around it leave the threads. The lead-in lasts longer while another engine's
-threads still spin (SPIN_SECONDS; OpenBLAS's keep a core busy for a tenth of a second
-after each call), and each measurement times the variants of that engine last. Later
-the variants are timed SAMPLES times afresh and the choice made again under the same
-margin (or lead, as above): one disturbed run of calls cannot pin a slow variant, and a
-choice made under a passing load is undone at the next re-check that times the faster
-variant. A re-check comes
-after at least RECHECK_FIRST calls, then 8x as many each time, and never before the
-calls since the choice have taken 1 / RECHECK_SHARE times what the re-check will cost
-by the last timings: the slower variants' calls (where a variant is several times
-slower than the choice, a one-thread reduction against a threaded one, its re-check
-waits until it costs at most a RECHECK_SHARE of the time). The first re-check times
-every variant, soon, to undo a first measurement a passing load disturbed (TCCG case
-19 at half extents once timed the small-K kernel at 5.1 ms against its usual 1.8-2.2
-and kept BLAS at 3.5 ms: 0.73x torch in the runner), but not before FIRST_RECHECK_SECONDS
-have passed since the first decision: on a 2-core EPYC VM two threads' work ran at one
-thread's speed for seconds at a time, the first measurement and a re-check 16 calls
-later fell in one such spell, and TCCG case 36 at half extents kept MKL's batched GEMM
-(0.31-0.35 ms in a spell or out of one) over the small-K kernel (0.31 in the spell,
-0.19 out of it). After it, every other re-check
-times only the choice and the variants within CONTENDERS x its time at the last
-decision, the others keeping their times till the next, and the pace of those after
-it counts, where a re-check times variants of several engines, the longest
-SPIN_SECONDS among them (calls wait, or run beside the spinning threads): TCCG's 0.2 ms
-6-d products at half extents, settled on the small-K kernel, had run 400 calls at 0.31
-ms a call with a re-check of all twelve variants among them (0.20 without), most of it
-in the 0.12 s OpenBLAS's threads spun after its variants were timed. Host timings are
-real here: CPU calls are synchronous.
+new plan took up to 3x the later ones), nor does one lucky call of a variant whose calls
+vary by themselves (a ufunc sum split over Python's threads, whose worker wakes late now
+and then: a 4096^2 'ab->' ran 3.8-8 ms, and kept on its fastest call it ran 0.44x TBLIS
+in the benchmark). The current choice stays unless another beats it by MARGIN. At first
+the choice is variant 0 (a reduction's: NumPy's own reduction, or the OpenMP sums where
+NumPy's would be split over threads), or, where variant 0 is only the rule's guess (a
+contraction's lowerings and orientations), none: the first measurement keeps the
+fastest, and later one faster than the choice at two decisions running takes over under
+the margin too (so does a preferred variant 0 that a decision left): a near tie that the
+first measurement's noise settled does not hold the slower variant for good (TCCG case
+13, float32, half extents: OpenBLAS's packed GEMM kept at 22.1 ms, MKL's at 20.9, 0.877x
+torch; a 4096^2 'ab->' kept the ufunc's split at 4.09 ms over the OpenMP sums' 3.75,
+0.868x torch). The untimed call leads in (page faults, and threads woken: on a virtual
+machine an OpenMP thread that went to sleep during another variant's BLAS call took
+about a millisecond to wake, which a timed call right after the switch would have
+charged to a 0.25 ms kernel), so a variant is timed as a run of its own calls finds it,
+or, inside a chain of steps, as the steps around it leave the threads. The lead-in lasts
+longer while another engine's threads still spin (SPIN_SECONDS; OpenBLAS's keep a core
+busy for a tenth of a second after each call), and each measurement times the variants
+of that engine last. Later the variants are timed SAMPLES times afresh and the choice
+made again under the same margin (or lead, as above): one disturbed run of calls cannot
+pin a slow variant, and a choice made under a passing load is undone at the next
+re-check that times the faster variant. A re-check comes after at least RECHECK_FIRST
+calls, then 8x as many each time, and never before the calls since the choice have taken
+1 / RECHECK_SHARE times what the re-check will cost by the last timings: the slower
+variants' calls (where a variant is several times slower than the choice, a one-thread
+reduction against a threaded one, its re-check waits until it costs at most a
+RECHECK_SHARE of the time). The first re-check times every variant, soon, to undo a
+first measurement a passing load disturbed (TCCG case 19 at half extents once timed the
+small-K kernel at 5.1 ms against its usual 1.8-2.2 and kept BLAS at 3.5 ms: 0.73x torch
+in the runner), but not before FIRST_RECHECK_SECONDS have passed since the first
+decision: on a 2-core EPYC VM two threads' work ran at one thread's speed for seconds at
+a time, the first measurement and a re-check 16 calls later fell in one such spell, and
+TCCG case 36 at half extents kept MKL's batched GEMM (0.31-0.35 ms in a spell or out of
+one) over the small-K kernel (0.31 in the spell, 0.19 out of it). After it, every other
+re-check times only the choice and the variants within CONTENDERS x its time at the last
+decision, the others keeping their times till the next, and the pace of those after it
+counts, where a re-check times variants of several engines, the longest SPIN_SECONDS
+among them (calls wait, or run beside the spinning threads): TCCG's 0.2 ms 6-d products
+at half extents, settled on the small-K kernel, had run 400 calls at 0.31 ms a call with
+a re-check of all twelve variants among them (0.20 without), most of it in the 0.12 s
+OpenBLAS's threads spun after its variants were timed. Host timings are real here: CPU
+calls are synchronous.
 
 Where a timed call takes LONG_SECONDS or more (a large GEMM: seconds a call) lead-ins
 and holds matter little and each timed call costs much: the rest of the measurement
