@@ -325,7 +325,8 @@ PyDoc_STRVAR(pairwise_doc,
 static PyObject *pairwise(PyObject *self, PyObject *args)
 {
     PyObject *src_array, *dst_array;
-    Py_buffer src, dst, row_src, row_dst, offsets, lengths, adds, entries;
+    Py_buffer src = {0}, dst = {0}; /* no object held until strided_memory fills them */
+    Py_buffer row_src, row_dst, offsets, lengths, adds, entries;
     const char *name;
     long long chunks, step, src_base, dst_base;
     int threads;
@@ -335,7 +336,7 @@ static PyObject *pairwise(PyObject *self, PyObject *args)
         return NULL;
     PyObject *result = NULL;
     void *partial = NULL;
-    int failed = 0, held = 0; /* held: src (1) and dst (2) */
+    int failed = 0;
     char *src_origin, *dst_origin;
     int64_t src_len, dst_len;
     const int f8 = strcmp(name, "f8") == 0;
@@ -361,12 +362,9 @@ static PyObject *pairwise(PyObject *self, PyObject *args)
         (p.adds = table(&adds, n_entries, "adds")) == NULL ||
         (p.entries = table(&entries, p.pieces + 1, "entries")) == NULL)
         goto done;
-    if (strided_memory(src_array, 0, size, src_base, &src, &src_origin, &src_len) < 0)
+    if (strided_memory(src_array, 0, size, src_base, &src, &src_origin, &src_len) < 0 ||
+        strided_memory(dst_array, 1, size, dst_base, &dst, &dst_origin, &dst_len) < 0)
         goto done;
-    held |= 1;
-    if (strided_memory(dst_array, 1, size, dst_base, &dst, &dst_origin, &dst_len) < 0)
-        goto done;
-    held |= 2;
     if (!program_in_bounds(&p, n_entries, src_len, dst_len)) {
         PyErr_SetString(PyExc_ValueError,
                         "the row program reaches outside the buffers, or holds a block of more "
@@ -392,10 +390,8 @@ static PyObject *pairwise(PyObject *self, PyObject *args)
         result = Py_NewRef(Py_None);
 done:
     free(partial);
-    if (held & 1)
-        PyBuffer_Release(&src);
-    if (held & 2)
-        PyBuffer_Release(&dst);
+    PyBuffer_Release(&src); /* nothing to release where none was taken */
+    PyBuffer_Release(&dst);
     PyBuffer_Release(&row_src);
     PyBuffer_Release(&row_dst);
     PyBuffer_Release(&offsets);
