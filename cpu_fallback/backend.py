@@ -29,7 +29,7 @@ from .measure import MIN_FLOPS
 from .measured_plan import MeasuredPlan
 from .orientation import OrientationTrial
 from .pairwise_sum import pairwise_sum_plans
-from .permute import CpuPermutationPlan
+from .permute import CpuPermutationPlan, may_stream
 from .pool import HOST_POOL
 from .reduction import CpuReductionPlan
 from .strided_sum import strided_sum_plans
@@ -193,9 +193,16 @@ class CpuBackend:
         return MeasuredPlan(plans, key=f"contraction {problem!r}", d=problem.d,
                             incumbent=False)
 
-    def permutation_plan(self, problem: PermutationProblem, options: Options) -> CpuPermutationPlan:
-        """A strided copy into B's layout."""
-        return CpuPermutationPlan(problem)
+    def permutation_plan(self, problem: PermutationProblem, options: Options) -> PrimitivePlan:
+        """A strided copy into B's layout; where the copy is large and its rows contiguous
+        in B, that with plain stores and with non-temporal ones, timed (plain stores
+        first, the non-temporal ones kept only by the margin: cpu_fallback.blocked's
+        NONTEMPORAL_MIN_BYTES)."""
+        plan = CpuPermutationPlan(problem)
+        if not may_stream(*plan.copy_layouts, problem.b.dtype):
+            return plan
+        return MeasuredPlan([plan, CpuPermutationPlan(problem, stream=True)],
+                            key=f"permutation {problem!r}", prefixes=("cached", "streamed"))
 
     def reduction_plan(self, problem: ReductionProblem, options: Options) -> PrimitivePlan:
         """A ufunc reduction on a view, split over threads when large; for a large sum

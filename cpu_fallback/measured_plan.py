@@ -44,12 +44,14 @@ def choice_key(problem: str | None, plans: Sequence[PrimitivePlan]) -> str | Non
 class MeasuredPlan(PlanDefaults):
     """Several primitive plans of one problem (same layouts in and out), run by a
     :class:`Choice`: its route and reason are the chosen plan's, plus the timings.
-    ``key``: the problem as plain text, to keep decisions across processes."""
+    ``key``: the problem as plain text, to keep decisions across processes;
+    ``prefixes``: words that tell plans of one route apart in the reason."""
 
     def __init__(self, plans: Sequence[PrimitivePlan], key: str | None = None,
-                 d: TensorSpec | None = None, incumbent: bool = True) -> None:
+                 d: TensorSpec | None = None, incumbent: bool = True,
+                 prefixes: Sequence[str] = ()) -> None:
         self.plans = tuple(plans)
-        self.choice = Choice(variant_names(self.plans), choice_key(key, self.plans),
+        self.choice = Choice(variant_names(self.plans, prefixes), choice_key(key, self.plans),
                              engines(self.plans), incumbent)
         # The most any of the plans takes: each runs while they are timed.
         self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)

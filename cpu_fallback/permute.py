@@ -14,9 +14,10 @@ from gpu_tc.options import UnaryOp
 from gpu_tc.problem import PermutationProblem
 
 from . import blocked, kernels
+from .tile_layout import TileLayout
 
 
-def copy_permuted(source: Any, destination: Any) -> None:
+def copy_permuted(source: Any, destination: Any, stream: bool = False) -> None:
     """Copy ``source`` into ``destination``: two views of one shape, any strides.
 
     A large copy whose two fastest axes differ runs through the cache-blocked kernel
@@ -26,33 +27,54 @@ def copy_permuted(source: Any, destination: Any) -> None:
         source: The view to read (any strides, negative or zero included).
         destination: A writable view of the same shape and dtype that does not
             overlap ``source``.
+        stream: The kernel writes with non-temporal stores where it can.
     """
-    if not blocked.copy_tiled(source, destination):
+    if not blocked.copy_tiled(source, destination, stream):
         np.copyto(destination, source)
 
 
 def copy_route(
-    extents: tuple[int, ...], src: tuple[int, ...], dst: tuple[int, ...], dtype: str
+    extents: tuple[int, ...], src: tuple[int, ...], dst: tuple[int, ...], dtype: str,
+    stream: bool = False,
 ) -> str:
     """How copy_permuted copies between two layouts (strides in elements): a plan's reason.
 
     Assumes word-aligned data, as numpy allocates it, and OpenMP's default thread count
     (one per CPU).
     """
-    itemsize = np.dtype(dtype).itemsize
-    layout = blocked.tile_layout(
-        extents, tuple(s * itemsize for s in src), tuple(d * itemsize for d in dst), itemsize
-    )
+    layout = _layout(extents, src, dst, dtype)
     size = math.prod(extents)
     if layout is None or size < blocked.MIN_ELEMENTS:
         return "numpy.copyto"
-    parallel = blocked.pays(layout, size * itemsize, os.cpu_count() or 1)
+    parallel = blocked.pays(layout, size * np.dtype(dtype).itemsize, os.cpu_count() or 1)
     if parallel is None:
         return "numpy.copyto"
     if not kernels.built("_tile_copy"):
         return "numpy.copyto (the cache-blocked kernel, cpu_fallback._tile_copy, is not built)"
-    threads = ", threaded" if parallel else ""
-    return f"cache-blocked {layout.tile_rows}x{layout.tile_cols} tiles (C kernel{threads})"
+    kernel = "C kernel" + (", threaded" if parallel else "")
+    kernel += ", non-temporal stores" if stream and layout.rows_contiguous else ""
+    return f"cache-blocked {layout.tile_rows}x{layout.tile_cols} tiles ({kernel})"
+
+
+def may_stream(
+    extents: tuple[int, ...], src: tuple[int, ...], dst: tuple[int, ...], dtype: str
+) -> bool:
+    """Whether copy_permuted between two layouts (strides in elements) is worth timing
+    with non-temporal stores (cpu_fallback.blocked.may_stream)."""
+    layout = _layout(extents, src, dst, dtype)
+    size = math.prod(extents)
+    return (layout is not None and size >= blocked.MIN_ELEMENTS
+            and blocked.may_stream(layout, size * np.dtype(dtype).itemsize))
+
+
+def _layout(
+    extents: tuple[int, ...], src: tuple[int, ...], dst: tuple[int, ...], dtype: str
+) -> TileLayout | None:
+    """The tile layout of a copy between two layouts (strides in elements), word-aligned."""
+    itemsize = np.dtype(dtype).itemsize
+    return blocked.tile_layout(
+        extents, tuple(s * itemsize for s in src), tuple(d * itemsize for d in dst), itemsize
+    )
 
 
 def write_scaled(product: Any, d: Any, alpha: complex, beta: complex, c: Any) -> None:
@@ -83,19 +105,26 @@ def write_scaled(product: Any, d: Any, alpha: complex, beta: complex, c: Any) ->
 
 
 class CpuPermutationPlan(PlanDefaults):
-    """B = alpha * op(A) with B's axes a permutation of A's."""
+    """B = alpha * op(A) with B's axes a permutation of A's; ``stream``: the copy writes
+    with non-temporal stores where it can."""
 
     route = "permute"
 
-    def __init__(self, problem: PermutationProblem) -> None:
+    def __init__(self, problem: PermutationProblem, stream: bool = False) -> None:
         self.problem = problem
+        self.stream = stream
         self._perm = tuple(problem.a.labels.index(x) for x in problem.b.labels)
         self._op = problem.op_a
-        a, b = problem.a, problem.b
-        copy = copy_route(b.extents, tuple(a.strides[i] for i in self._perm), b.strides, b.dtype)
+        copy = copy_route(*self.copy_layouts, problem.b.dtype, stream)
         self.reason = f"strided copy into B's layout: {copy}" + (
             "" if problem.op_a is UnaryOp.IDENTITY else f", applying {problem.op_a.name}"
         )
+
+    @property
+    def copy_layouts(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """The copy's extents and the strides (in elements) it reads and writes."""
+        a, b = self.problem.a, self.problem.b
+        return b.extents, tuple(a.strides[i] for i in self._perm), b.strides
 
     def __repr__(self) -> str:
         return f"CpuPermutationPlan(route={self.route!r}, reason={self.reason!r})"
@@ -105,8 +134,8 @@ class CpuPermutationPlan(PlanDefaults):
         alpha = scalars.alpha
         source = inputs[0].transpose(self._perm)
         if self._op is UnaryOp.IDENTITY:
-            copy_permuted(source, b)
-        elif blocked.copy_tiled(source, b):
+            copy_permuted(source, b, self.stream)
+        elif blocked.copy_tiled(source, b, self.stream):
             UNARY[self._op](b, out=b)  # element-wise: applying it after the copy is the same
         else:
             UNARY[self._op](source, out=b)

@@ -60,3 +60,11 @@ class TileLayout:
     def n_cols(self) -> int:
         """Columns in all (the product of the column axes' extents)."""
         return math.prod(a.extent for a in self.cols)
+
+    @property
+    def rows_contiguous(self) -> bool:
+        """Whether each tile's rows lie contiguous in the destination (the kernel's fast
+        paths, where it can stream its writes)."""
+        run = self.run
+        return (run.src == 1 and run.dst == 1 and self.cols[0].src == run.extent
+                and self.rows[0].dst == run.extent)

@@ -29,10 +29,17 @@ def threads() -> int:
     return 1 if openmp.forked() else int(_tile_copy.max_threads())
 
 
-def copy(layout: TileLayout, source: np.ndarray, destination: np.ndarray, chunks: int) -> None:
+def streams() -> bool:
+    """Whether the kernel can write with non-temporal stores (built with SSE2)."""
+    return bool(_tile_copy.streams)
+
+
+def copy(layout: TileLayout, source: np.ndarray, destination: np.ndarray, chunks: int,
+         stream: bool = False) -> None:
     """Run the copy ``layout`` describes; ``chunks`` > 0 shares its tiles among OpenMP's
     threads in that many chunks (one launch at a time), 0 (or a forked child) runs it
-    on the calling thread.
+    on the calling thread; ``stream`` writes the destination's rows with non-temporal
+    stores where they are contiguous (``layout.rows_contiguous``).
 
     The kernel checks that every word it would touch lies inside the two views' spans
     (a ValueError otherwise) and releases the GIL while it copies.
@@ -44,9 +51,10 @@ def copy(layout: TileLayout, source: np.ndarray, destination: np.ndarray, chunks
     if chunks and not openmp.forked():
         with openmp.LOCK:
             _tile_copy.copy(src, dst, word, outer, row_src, col_dst, *_geometry(layout),
-                            chunks, threads())
+                            chunks, threads(), stream)
     else:
-        _tile_copy.copy(src, dst, word, outer, row_src, col_dst, *_geometry(layout), 0, 1)
+        _tile_copy.copy(src, dst, word, outer, row_src, col_dst, *_geometry(layout), 0, 1,
+                        stream)
 
 
 _TYPESTR = {word: np.dtype(word).str for word in ("u1", "u2", "u4", "u8")}

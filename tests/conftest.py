@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import zlib
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -66,3 +67,17 @@ def without_mkl(monkeypatch: pytest.MonkeyPatch) -> None:
     from cpu_fallback import mkl
 
     monkeypatch.setattr(mkl, "engine", lambda: None)
+
+
+@pytest.fixture(params=["serial", "parallel"])
+def small_tiles(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every copy takes the cache-blocked kernel (cpu_fallback.blocked), serial or
+    parallel, with tiles of a few elements (many partial tiles)."""
+    from cpu_fallback import blocked
+
+    monkeypatch.setattr(blocked, "MIN_ELEMENTS", 0)
+    monkeypatch.setattr(blocked, "PARALLEL_BYTES", 0 if request.param == "parallel" else 1 << 62)
+    monkeypatch.setattr(blocked, "BUFFER_BYTES", 256)
+    blocked._layout.cache_clear()  # layouts memoised under other settings
+    yield
+    blocked._layout.cache_clear()

@@ -10,7 +10,6 @@ import itertools
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -23,18 +22,6 @@ from gpu_tc import reference
 # Every word the kernel moves: 1-byte (bool, int8), 2-byte, 4-byte and 8-byte items, and
 # items of two words.
 DTYPES = ["bool", "int8", "float16", "float32", "float64", "complex64", "complex128"]
-
-
-@pytest.fixture(params=["serial", "parallel"])
-def small_tiles(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Every copy takes the kernel (serial or parallel), with tiles of a few elements
-    (many partial tiles)."""
-    monkeypatch.setattr(blocked, "MIN_ELEMENTS", 0)
-    monkeypatch.setattr(blocked, "PARALLEL_BYTES", 0 if request.param == "parallel" else 1 << 62)
-    monkeypatch.setattr(blocked, "BUFFER_BYTES", 256)
-    blocked._layout.cache_clear()  # layouts memoised under other settings
-    yield
-    blocked._layout.cache_clear()
 
 
 def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
