@@ -194,10 +194,10 @@ class CpuBackend:
                             incumbent=False)
 
     def permutation_plan(self, problem: PermutationProblem, options: Options) -> PrimitivePlan:
-        """A strided copy into B's layout; where the copy is large and its rows contiguous
-        in B, that with plain stores and with non-temporal ones, timed (plain stores
-        first, the non-temporal ones kept only by the margin: cpu_fallback.blocked's
-        NONTEMPORAL_MIN_BYTES)."""
+        """A strided copy into B's layout; where the copy is large (cpu_fallback.blocked's
+        NONTEMPORAL_MIN_BYTES) and its rows contiguous in B, that with plain stores and
+        with non-temporal ones, timed (plain stores first, the non-temporal ones kept
+        only where they win by the margin, measure.MARGIN)."""
         plan = CpuPermutationPlan(problem)
         if not may_stream(*plan.copy_layouts, problem.b.dtype):
             return plan

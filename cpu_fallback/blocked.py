@@ -9,10 +9,10 @@ grouped when extents are small; a short run contiguous in both rides inside each
 element); it is read along the source's rows into a buffer that stays in L1, then
 written along the destination's rows, so every cache line on either side is used
 whole (with ``stream``, by non-temporal stores where those rows are contiguous: see
-NONTEMPORAL_MIN_BYTES). The other axes loop outside in the destination's order, so that consecutive
-tiles continue the destination's rows, and while one tile is copied the lines of the
-next are prefetched (the hardware prefetcher cannot follow rows that far apart). Large
-copies share their tiles among OpenMP's threads.
+NONTEMPORAL_MIN_BYTES). The other axes loop outside in the destination's order, so
+that consecutive tiles continue the destination's rows, and while one tile is copied
+the lines of the next are prefetched (the hardware prefetcher cannot follow rows that
+far apart). Large copies share their tiles among OpenMP's threads.
 
 The kernel moves raw words (the largest of 8, 4, 2 or 1 bytes that the items, strides
 and addresses allow; a complex128 element is two 8-byte words, a bool or int8 one
@@ -57,10 +57,11 @@ BUFFER_BYTES = 1 << 15
 # From this many bytes of destination, a copy whose rows are contiguous there may write
 # them with non-temporal stores, which skip reading each line into the cache first: that
 # pays once the copy far outgrows the last-level cache, and costs while it would stay
-# there ('abcd->badc' on a 2-core EPYC with 32 MiB of L3, medians of 31: 0.80 ms against
-# 0.40 at 8 MiB, 1.81 against 1.40 at 20, 3.77 against 3.85 at 40, 12.2 against 14.2 at
-# 128). Where it starts to pay depends on the host's cache, so cpu_fallback.permute times
-# both from here.
+# there (the kernel on a 2-core EPYC with 32 MiB of L3, medians of 15-21, streamed
+# against plain: 'abcd->acbd' 1.54 ms against 1.02 at 20 MiB, 'abcd->badc' 3.00 against
+# 3.40 at 40 and 9.60 against 12.55 at 128, but 21.6 against 21.4 at 256). Where and for
+# which layouts it pays depends on the host, so a permutation plan
+# (cpu_fallback.backend) times both from here.
 NONTEMPORAL_MIN_BYTES = 1 << 24
 
 
@@ -193,11 +194,13 @@ def copy_tiled(source: np.ndarray, destination: np.ndarray, stream: bool = False
     return True
 
 
-def may_stream(layout: TileLayout, nbytes: int) -> bool:
-    """Whether a copy of ``nbytes`` by ``layout`` is worth timing with non-temporal stores:
-    its rows are contiguous in the destination, it is NONTEMPORAL_MIN_BYTES or larger,
-    and the kernel is built and can stream."""
-    if nbytes < NONTEMPORAL_MIN_BYTES or not layout.rows_contiguous:
+def may_stream(layout: TileLayout, nbytes: int, workers: int) -> bool:
+    """Whether a copy of ``nbytes`` by ``layout`` on ``workers`` threads is worth timing
+    with non-temporal stores: the kernel takes it (see pays), its rows are contiguous in
+    the destination, it is NONTEMPORAL_MIN_BYTES or larger, and the kernel is built and
+    can stream."""
+    if (nbytes < NONTEMPORAL_MIN_BYTES or not layout.rows_contiguous
+            or pays(layout, nbytes, workers) is None):
         return False
     tiles = kernels.load("tiles", "large permuted copies fall back to numpy.copyto")
     return tiles is not None and tiles.streams()

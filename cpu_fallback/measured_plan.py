@@ -32,7 +32,7 @@ def engines(plans: Sequence[PrimitivePlan]) -> list[str]:
 def variant_names(plans: Sequence[PrimitivePlan], prefixes: Sequence[str] = ()) -> list[str]:
     """Names for a reason: each plan's route (with its prefix), numbered when repeated."""
     names = [f"{p} {plan.route}" if p else plan.route
-             for p, plan in zip(list(prefixes) or [""] * len(plans), plans)]
+             for p, plan in zip(list(prefixes) or [""] * len(plans), plans, strict=True)]
     return [f"{n} #{i + 1}" if names.count(n) > 1 else n for i, n in enumerate(names)]
 
 

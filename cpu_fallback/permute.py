@@ -60,11 +60,12 @@ def may_stream(
     extents: tuple[int, ...], src: tuple[int, ...], dst: tuple[int, ...], dtype: str
 ) -> bool:
     """Whether copy_permuted between two layouts (strides in elements) is worth timing
-    with non-temporal stores (cpu_fallback.blocked.may_stream)."""
+    with non-temporal stores (cpu_fallback.blocked.may_stream; one thread per CPU)."""
     layout = _layout(extents, src, dst, dtype)
-    size = math.prod(extents)
-    return (layout is not None and size >= blocked.MIN_ELEMENTS
-            and blocked.may_stream(layout, size * np.dtype(dtype).itemsize))
+    size, kind = math.prod(extents), np.dtype(dtype).kind
+    return (layout is not None and size >= blocked.MIN_ELEMENTS and kind in "bfciu"
+            and blocked.may_stream(layout, size * np.dtype(dtype).itemsize,
+                                   os.cpu_count() or 1))
 
 
 def _layout(

@@ -23,55 +23,9 @@
  * is not for x86-64.
  */
 #include "kernel_common.h"
+#include "nontemporal.h"
 
 #include <stdlib.h>
-
-#if defined(__SSE2__) && defined(__x86_64__)
-#include <emmintrin.h>
-#define HAVE_STREAM 1
-/* Write the widest word (8, 4 or 1 bytes) that dst's alignment and n allow, from src,
- * non-temporally where it is 4 or 8; the bytes written. */
-static inline size_t stream_word(char *dst, const char *src, size_t n)
-{
-    const uintptr_t at = (uintptr_t)dst;
-    if ((at & 7) == 0 && n >= 8) {
-        long long word;
-        memcpy(&word, src, 8);
-        _mm_stream_si64((long long *)dst, word);
-        return 8;
-    }
-    if ((at & 3) == 0 && n >= 4) {
-        int word;
-        memcpy(&word, src, 4);
-        _mm_stream_si32((int *)dst, word);
-        return 4;
-    }
-    *dst = *src;
-    return 1;
-}
-
-/* Write n bytes from src to dst with non-temporal stores: 16 bytes at a time where dst is
- * aligned, the ends in 8 or 4 where it is, plain stores only for bytes of narrower
- * alignment. Rows that meet inside a line fill it together in the write-combining
- * buffers: writing the lines a row fills in part with plain stores instead ran a 128 MiB
- * 'abcd->badc' (rows of 512 bytes, 16 bytes into a line, back to back) 1.25x slower, and
- * a 16^6 reversal 1.7x. */
-static inline void stream_bytes(char *restrict dst, const char *restrict src, size_t n)
-{
-    size_t i = 0;
-    while (i < n && ((uintptr_t)(dst + i) & 15) != 0)
-        i += stream_word(dst + i, src + i, n - i);
-    for (; i + 16 <= n; i += 16)
-        _mm_stream_si128((__m128i *)(dst + i), _mm_loadu_si128((const __m128i *)(src + i)));
-    while (i < n)
-        i += stream_word(dst + i, src + i, n - i);
-}
-#define STREAM_FENCE() _mm_sfence()
-#else
-#define HAVE_STREAM 0
-#define stream_bytes(dst, src, n) memcpy((dst), (src), (n))
-#define STREAM_FENCE() ((void)0)
-#endif
 
 /* Runs this long (in words) are copied straight from source to destination. */
 #define DIRECT_WORDS 16
@@ -117,8 +71,8 @@ static int64_t count_jobs(const Geometry *g)
     {                                                                                      \
         for (int64_t j = 0; j < mc; j++) {                                                 \
             char *row = (char *)(dst + col_dst[j]);                                        \
-            T *restrict out = (T *)(scratch +                                              \
-                                    ((uintptr_t)(row + 2048 - scratch) & (ROW_SLACK - 64))); \
+            T *restrict out = (T *)(scratch + (((uintptr_t)row + 2048 - (uintptr_t)scratch) \
+                                               & (ROW_SLACK - 64)));                         \
             if (ev == 1)                                                                   \
                 for (int64_t i = 0; i < mr; i++)                                           \
                     out[i] = buf[i * width + j];                                           \
@@ -136,8 +90,8 @@ DEFINE_STREAM_TILE(uint32_t)
 DEFINE_STREAM_TILE(uint64_t)
 
 /* Copy tiles first .. last - 1 (the destination's rows advance fastest), with `buf`
- * (tr * tc * ev words) and `idx` (n_outer entries) as scratch. An odometer steps from
- * tile to tile. */
+ * (tr * tc * ev words, then a streamed row's scratch: tr * ev words and ROW_SLACK bytes)
+ * and `idx` (n_outer entries) as scratch. An odometer steps from tile to tile. */
 #define DEFINE_COPY_JOBS(T)                                                               \
     CLONES static void copy_jobs_##T(const T *restrict src, T *restrict dst,                \
                                      const Geometry *g, int64_t first, int64_t last,       \
@@ -181,15 +135,17 @@ DEFINE_STREAM_TILE(uint64_t)
                     }                                                                      \
                 }                                                                          \
             }                                                                              \
-            if (fast && ev >= DIRECT_WORDS) { /* long runs: contiguous copies already */   \
+            if (fast && ev >= DIRECT_WORDS && stream) { /* each destination row in order */ \
+                for (int64_t j = 0; j < mc; j++)                                           \
+                    for (int64_t i = 0; i < mr; i++)                                       \
+                        stream_bytes((char *)(dst + d0 + (r0 + i) * ev + col_dst[c0 + j]),  \
+                                     (const char *)(src + so + row_src[r0 + i] + (c0 + j) * ev), \
+                                     (size_t)ev * sizeof(T));                              \
+            } else if (fast && ev >= DIRECT_WORDS) { /* long runs: contiguous already */   \
                 for (int64_t i = 0; i < mr; i++)                                           \
                     for (int64_t j = 0; j < mc; j++) {                                     \
                         const T *s = src + so + row_src[r0 + i] + (c0 + j) * ev;           \
                         T *d = dst + d0 + (r0 + i) * ev + col_dst[c0 + j];                 \
-                        if (stream) {                                                      \
-                            stream_bytes((char *)d, (const char *)s, (size_t)ev * sizeof(T)); \
-                            continue;                                                      \
-                        }                                                                  \
                         for (int64_t v = 0; v < ev; v++)                                   \
                             d[v] = s[v];                                                   \
                     }                                                                      \
@@ -200,8 +156,8 @@ DEFINE_STREAM_TILE(uint64_t)
                     for (int64_t x = 0; x < mc * ev; x++)                                  \
                         b[x] = row[x];                                                     \
                 }                                                                          \
-                stream_tile_##T(dst + d0 + r0 * ev, col_dst + c0, buf, (char *)(buf + tr * width), \
-                                mr, mc, width, ev);                                        \
+                stream_tile_##T(dst + d0 + r0 * ev, col_dst + c0, buf,                    \
+                                (char *)(buf + tr * width), mr, mc, width, ev);            \
             } else if (fast) {                                                             \
                 /* Rows contiguous in the destination, columns in the source: prefetch    \
                  * the next tile (none after the last). */                                 \

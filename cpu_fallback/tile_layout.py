@@ -63,8 +63,9 @@ class TileLayout:
 
     @property
     def rows_contiguous(self) -> bool:
-        """Whether each tile's rows lie contiguous in the destination (the kernel's fast
-        paths, where it can stream its writes)."""
+        """Whether each tile's rows lie contiguous in the destination and its columns in
+        the source, a run of unit strides inside each element (the kernel's fast paths,
+        where it can stream its writes)."""
         run = self.run
         return (run.src == 1 and run.dst == 1 and self.cols[0].src == run.extent
                 and self.rows[0].dst == run.extent)

@@ -30,7 +30,7 @@ def threads() -> int:
 
 
 def streams() -> bool:
-    """Whether the kernel can write with non-temporal stores (built with SSE2)."""
+    """Whether the kernel can write with non-temporal stores (built for x86-64)."""
     return bool(_tile_copy.streams)
 
 
