@@ -21,7 +21,7 @@ from .dtypes import Casting, sum_promotion
 from .errors import AxisError, OptionsTypeError, ShapeError
 from .expression import expand, parse
 from .keys import ProgramKey
-from .options import DEFAULT_OPTIONS, Options
+from .options import DEFAULT_OPTIONS, Options, ReduceOp, UnaryOp
 from .pairwise import DEFAULT, PathChoice
 from .problem import OperandLayout, label_extents
 from .program import build_program, stage_program, trace_program
@@ -108,7 +108,8 @@ def _fortran(layout: OperandLayout) -> bool:
 
 
 def stage_plan(
-    call: Call, kind: str, subscripts: str, operators: dict[str, Any]
+    call: Call, kind: str, subscripts: str, operators: dict[str, Any],
+    warm_key: Hashable | None = None,
 ) -> StagePlan:
     """The cached plan of ``permute``, ``reduce`` or ``elementwise`` (``kind``).
 
@@ -117,11 +118,13 @@ def stage_plan(
         kind: The operation.
         subscripts: The expression.
         operators: The operator arguments by name, in the public function's order.
+        warm_key: Key the plan by this (a backend's warm key, see
+            :func:`reduce_warm_key`) in place of its canonical key.
     """
     parsed = parse(subscripts)
     backend, operands = call.backend, call.operands
     extra = backend.key_extra(operands, call.context)
-    key = ProgramKey(
+    key: Hashable = warm_key if warm_key is not None else ProgramKey(
         kind, parsed.canonical(), call.layout_keys(), call.out_key(), extra, DEFAULT_OPTIONS,
         tuple(operators.values()),
     )
@@ -186,6 +189,15 @@ def trace_plan(
                          call.context, dtypes.result)
 
     return PLAN_CACHE.programs.get_or_build(key, build)
+
+
+def reduce_warm_key(backend: Backend, subscripts: Any, a: Any, op: Any, op_a: Any) -> Hashable:
+    """The backend's flat key of ``reduce(subscripts, a, op=op, op_a=op_a)`` into a new
+    result with alpha 1 and beta 0 (None where the backend has none, or an argument is
+    not of its plain type)."""
+    if type(subscripts) is not str or type(op) is not ReduceOp or type(op_a) is not UnaryOp:
+        return None
+    return backend.warm_key((("reduce", subscripts, op, op_a), a))
 
 
 def trace_warm_key(backend: Backend, a: Any, offset: Any, axis1: Any, axis2: Any) -> Hashable:

@@ -346,6 +346,38 @@ def test_trace_axes_and_views(global_cache, rng):
     _alternate(calls, [expected for _, expected in cases])
 
 
+def test_warm_reduce_calls_keep_their_own_plans(global_cache, rng):
+    """A reduce into a new result with alpha 1 and beta 0 is served by its flat key from
+    the second call on; operators, views, other subscripts and scaled calls keep plans
+    and results of their own."""
+    from gpu_tc.backend import backend_of_type
+    from gpu_tc.planner import reduce_warm_key
+
+    a = rng.standard_normal((4, 5, 6))
+    sum_, max_, ident, neg = ReduceOp.SUM, ReduceOp.MAX, UnaryOp.IDENTITY, UnaryOp.NEG
+    cases = [
+        (("ijk->i", a, sum_, ident), a.sum(axis=(1, 2))),
+        (("ijk->i", a, max_, ident), a.max(axis=(1, 2))),
+        (("ijk->i", a, sum_, neg), -a.sum(axis=(1, 2))),
+        (("ijk->k", a, sum_, ident), a.sum(axis=(0, 1))),
+        (("ijk->i", a.transpose(2, 1, 0), sum_, ident), a.sum(axis=(0, 1))),
+        (("ijk->i", a[::-1], sum_, ident), a[::-1].sum(axis=(1, 2))),
+        (("ijk->", a, sum_, ident), a.sum()),
+    ]
+    calls: list[Callable[[], Any]] = [
+        lambda s=s, x=x, op=op, op_a=op_a: gpu_tc.reduce(s, x, op=op, op_a=op_a)
+        for (s, x, op, op_a), _ in cases
+    ]
+    calls.append(lambda: gpu_tc.reduce("ijk->i", a, alpha=2))
+    _alternate(calls, [expected for _, expected in cases] + [2 * a.sum(axis=(1, 2))])
+    backend = backend_of_type(np.ndarray)
+    key = reduce_warm_key(backend, "ijk->i", a, sum_, ident)
+    assert key is not None and global_cache.programs.peek(key) is not None
+    assert reduce_warm_key(backend, "ijk->i", a, "SUM", ident) is None
+    assert np.ndim(gpu_tc.reduce("ijk->", a)) == 0 and isinstance(gpu_tc.reduce("ijk->", a),
+                                                                  np.float64)
+
+
 def test_options_join_the_key(global_cache, rng):
     a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
     gpu_tc.einsum("ij,jk->ik", a, b)
