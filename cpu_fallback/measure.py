@@ -43,18 +43,22 @@ a time, the first measurement and a re-check 16 calls later fell in one such spe
 TCCG case 36 at half extents kept MKL's batched GEMM (0.31-0.35 ms in a spell or out of
 one) over the small-K kernel (0.31 in the spell, 0.19 out of it). After it, every other
 re-check times only the choice and the variants within CONTENDERS x its time at the last
-decision, the others keeping their times till the next, and the pace of those after it
-counts, where a re-check times variants of several engines, the longest SPIN_SECONDS
-among them (calls wait, or run beside the spinning threads): TCCG's 0.2 ms 6-d products
-at half extents, settled on the small-K kernel, had run 400 calls at 0.31 ms a call with
-a re-check of all twelve variants among them (0.20 without), most of it in the 0.12 s
-OpenBLAS's threads spun after its variants were timed. Host timings are real here: CPU
-calls are synchronous.
+decision, the others keeping their times till the next (unless the choice ran more
+than CONTENDERS x slower than then: those times no longer compare, and the others are
+timed too; a 64^4 'ijkj->ik' had kept its threaded column loops at 0.712 ms in a slow
+spell of the host against the threaded loops' 0.593 from before it, 0.652x torch), and
+the pace of those after it counts, where a re-check times variants of several engines,
+the longest SPIN_SECONDS among them (calls wait, or run beside the spinning threads):
+TCCG's 0.2 ms 6-d products at half extents, settled on the small-K kernel, had run 400
+calls at 0.31 ms a call with a re-check of all twelve variants among them (0.20
+without), most of it in the 0.12 s OpenBLAS's threads spun after its variants were
+timed. Host timings are real here: CPU calls are synchronous.
 
 Where a timed call takes LONG_SECONDS or more (a large GEMM: seconds a call) lead-ins
-and holds matter little and each timed call costs much: the rest of the measurement
-is long, one timed call of each variant, the current choice first, then SAMPLES in all
-of those within CONTENDERS x the fastest; later re-checks time the same way, every
+and holds matter little (a call's own costs, and other engines' spinning threads, are
+small beside it) and each timed call costs much: the rest of the measurement is long,
+one timed call of each variant, the current choice first, then SAMPLES in all of those
+within CONTENDERS x the fastest; later re-checks time the same way, every
 other one (the first too) of the close variants only: a re-check of TCCG case 12 at
 half extents (~0.3 s a call) had timed a variant 1.5x slower than the choice, one call
 of 0.44-0.49 s among a benchmark's three timed runs, while a variant whose one timed
@@ -74,7 +78,8 @@ import time
 from collections import deque
 from collections.abc import Sequence
 
-from . import decisions
+from . import decisions, spinning
+from .spinning import SPIN_SECONDS
 
 # Below this many flops a contraction takes well under a millisecond: its variants are
 # not worth timing (the rule's pick runs).
@@ -83,11 +88,9 @@ SAMPLES = 3
 # Calls of a variant in one measurement: an untimed lead-in, then SAMPLES timed calls.
 RUN = 1 + SAMPLES
 MARGIN = 0.10
-# A timed call this long makes the rest of its measurement long: no lead-ins (a call's
-# own costs are small beside it, and another engine's spinning threads too), one timed
-# call of each variant, the current choice first, then SAMPLES in all of each variant
-# within CONTENDERS x the fastest time. Before, TCCG case 12 at full extents (~2 s a
-# call) timed four calls of each of its four variants, two of them 1.6-2.8x slower.
+# A timed call this long makes the rest of its measurement long (see above; TCCG case 12
+# at full extents, ~2 s a call, had timed four calls of each of its four variants, two
+# of them 1.6-2.8x slower).
 LONG_SECONDS = 0.25
 # The variants every re-check times (the others every other one, after the first; from
 # the first where calls are long): those within this factor of the choice's time; in a
@@ -98,14 +101,6 @@ RECHECK_FIRST = 16
 FIRST_RECHECK_SECONDS = 1.0
 RECHECK_GROWTH = 8
 RECHECK_SHARE = 0.05
-# Seconds the worker threads of an engine keep spinning after its call returns, taking
-# CPUs from the next call's threads: OpenBLAS's about 0.12 s (a core kept busy, on the
-# 2-core test host; a gathered small-K call timed in that window took 1.7x its time),
-# GOMP's a few milliseconds; NumPy's own loops (a broadcast multiply) leave none. A
-# variant's timed calls wait until the other engines' threads have gone to sleep.
-SPIN_SECONDS = {"openmp": 0.01, "blas": 0.15, "numpy": 0.0}
-# Until when (time.perf_counter) each engine's threads spin, from its last call.
-_spinning: dict[str, float] = {}
 
 
 class Choice:
@@ -204,7 +199,7 @@ class Choice:
         longest spin (where the calls around keep them spinning, that is how the
         variant runs)."""
         now = time.perf_counter()
-        spin = max((until for engine, until in _spinning.items()
+        spin = max((until for engine, until in spinning.until.items()
                     if engine != self.engines[variant] and engine in self.engines),
                    default=now)
         if spin <= now:
@@ -223,6 +218,11 @@ class Choice:
         variants = self._timed_next(self._rechecks)
         if self._long:
             return [(v, True) for v in [self.best] + [v for v in variants if v != self.best]]
+        return self._runs(variants)
+
+    def _runs(self, variants: Sequence[int]) -> list[tuple[int, bool]]:
+        """A lead-in then SAMPLES timed calls of each of ``variants``, those whose engine
+        spins longest last."""
         run = [False] + [True] * SAMPLES
         order = sorted(variants, key=lambda v: SPIN_SECONDS[self.engines[v]])
         return [(v, timed) for v in order for timed in run]
@@ -300,7 +300,21 @@ class Choice:
         samples = sorted(self._samples[variant])
         return samples[len(samples) // 2] if samples else float("inf")
 
+    def _widens(self) -> bool:
+        """Whether a re-check of the close variants only queues the others too before it
+        decides: the choice ran over CONTENDERS x slower than at the last decision (the
+        others' times from then no longer compare; see the module docstring)."""
+        left_out = [v for v in range(len(self.names)) if not self._samples[v]]
+        if (not left_out or not self._decided or not self._close_only(self._rechecks)
+                or self._time(self.best) <= CONTENDERS * self._decided_times[self.best]):
+            return False
+        self._queue.extend([(v, True) for v in left_out] if self._long
+                           else self._runs(left_out))
+        return True
+
     def _decide(self) -> None:
+        if self._widens():
+            return
         fastest = min(range(len(self.names)), key=self._time)
         first = not self._decided and not self._incumbent
         if not self._decided:
@@ -383,8 +397,3 @@ class Choice:
                     f"{MARGIN:.0%} margin for a change{margin}; {rechecks} of those "
                     f"within {CONTENDERS}x the choice only; {recheck})")
 
-
-def left_spinning(engine: str, end: float | None = None) -> None:
-    """Note that a call on ``engine`` returned at ``end`` (default: now), its threads
-    spinning for SPIN_SECONDS more."""
-    _spinning[engine] = (time.perf_counter() if end is None else end) + SPIN_SECONDS[engine]

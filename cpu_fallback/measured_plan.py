@@ -15,8 +15,9 @@ from gpu_tc.backend import UNSCALED, PlanDefaults, PrimitivePlan, Scalars
 from gpu_tc.problem import TensorSpec
 from gpu_tc.run import dense_allocation
 
-from .measure import Choice, left_spinning
+from .measure import Choice
 from .pool import HOST_POOL
+from .spinning import left_spinning
 
 
 def engines(plans: Sequence[PrimitivePlan]) -> list[str]:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gpu_tc
-from cpu_fallback import measure
+from cpu_fallback import measure, spinning
 from cpu_fallback.measure import (
     CONTENDERS,
     MARGIN,
@@ -38,7 +38,7 @@ TWO = 2 * RUN
 def _no_threads_spinning(monkeypatch):
     """No engine's threads spin when a test starts (real calls in other tests set it);
     the hand-made seconds below stay short calls unless a test makes them long."""
-    monkeypatch.setattr(measure, "_spinning", {})
+    monkeypatch.setattr(spinning, "until", {})
     monkeypatch.setattr(measure, "LONG_SECONDS", float("inf"))
     # the calls below are counted, not timed: the first re-check waits for calls only
     # (test_the_first_recheck_waits_a_second_from_the_first_decision sets the clock)
@@ -214,6 +214,27 @@ def test_rechecks_time_all_then_the_close_variants_at_growing_intervals():
     assert choice._rechecks == 3 and choice.best == 0 and choice.settled
 
 
+def test_a_close_recheck_that_finds_the_choice_slowed_times_every_variant():
+    """A re-check of the close variants only times the others too where the choice ran
+    more than CONTENDERS x slower than at the last decision: the times the others kept
+    from then no longer compare, and one of them takes over."""
+    choice = Choice(["a", "b"])
+    steady = lambda v, n: [1.0, 2.0][v]  # noqa: E731
+    _drive(choice, steady, TWO)
+    _until_rechecked(choice, steady, 1)
+    assert choice.best == 0 and choice._decided_times == [1.0, 2.0]
+    # The second re-check times "a" alone ("b" took 2x): slowed by CONTENDERS x, "b" is
+    # left out and keeps its time; slowed by more, "b" is timed too and takes over.
+    within = Choice(["a", "b"])
+    _drive(within, steady, TWO)
+    _until_rechecked(within, steady, 1)
+    _until_rechecked(within, lambda v, n: [CONTENDERS, 1.1][v], 2)
+    assert within.best == 0 and within._decided_times == [CONTENDERS, 2.0]
+    _until_rechecked(choice, lambda v, n: [3.0, 2.0][v], 2)
+    assert choice._decided_times == [3.0, 2.0]
+    assert choice.best == 1
+
+
 @pytest.mark.parametrize("seconds, first, second", [
     # 4 x 0.05 s: 5% of 4 calls; the least wait rules (16, then 16 x 8)
     ([1.0, 1.05], RECHECK_FIRST, RECHECK_FIRST * RECHECK_GROWTH),
@@ -311,12 +332,12 @@ def test_timed_calls_wait_while_another_engines_threads_spin(monkeypatch):
     now = [100.0]
     monkeypatch.setattr(measure.time, "perf_counter", lambda: now[0])
     choice = Choice(["o", "b"], engines=["openmp", "blas"])
-    measure._spinning["blas"] = now[0] + 0.1  # a BLAS call just returned
+    spinning.until["blas"] = now[0] + 0.1  # a BLAS call just returned
     assert choice.next() == (0, False)  # the lead-in
     assert [choice.next() for _ in range(3)] == [(0, False)] * 3  # still spinning
     now[0] += 0.1
     assert choice.next() == (0, True)  # the threads sleep: timed
-    measure._spinning["blas"] = now[0] + 10.0  # kept spinning by the calls around
+    spinning.until["blas"] = now[0] + 10.0  # kept spinning by the calls around
     assert choice.next() == (0, False)
     now[0] += SPIN_SECONDS["blas"]
     assert choice.next() == (0, True)  # waited the longest spin: timed as they leave it
@@ -383,7 +404,7 @@ def test_long_rechecks_time_the_close_variants_without_holds(monkeypatch):
     _until_settled(choice, seconds)
     assert choice.best == 0
     choice._recheck = 0  # the next call starts a re-check
-    measure._spinning["blas"] = float("inf")  # BLAS's threads spin: no hold when long
+    spinning.until["blas"] = float("inf")  # BLAS's threads spin: no hold when long
     calls = _until_settled(choice, seconds)
     # the choice first, then 'own'; both close: SAMPLES timed calls each, all timed
     assert calls[:2] == [(0, True), (1, True)] and all(timed for _, timed in calls)
@@ -497,10 +518,10 @@ def test_a_measured_plan_times_its_own_kernels_first_and_marks_blas_spinning(mon
     assert plan.choice.engines == ("blas", "openmp")
     plan.execute((), None, Scalars(), None)
     assert (own.calls, blas.calls) == (1, 0)
-    assert measure._spinning == {"openmp": 0.001 + SPIN_SECONDS["openmp"]}
+    assert spinning.until == {"openmp": 0.001 + SPIN_SECONDS["openmp"]}
     for _ in range(RUN):
         plan.execute((), None, Scalars(), None)
-    assert blas.calls == 1 and measure._spinning["blas"] == clock[0] + SPIN_SECONDS["blas"]
+    assert blas.calls == 1 and spinning.until["blas"] == clock[0] + SPIN_SECONDS["blas"]
 
 
 class _FreshPlan(_Plan):
@@ -545,9 +566,9 @@ def test_a_measured_plan_s_fresh_call_runs_the_chosen_plan_s_once_settled(monkey
     assert (fast.fresh_calls, fast.calls) == (1, SAMPLES) and slow.calls >= RUN
     assert sorted(float(r[0, 0]) for r in results) == [1.0] * slow.calls + [2.0] * RUN
     assert plan.route == "small-k:gathered" and "measured: small-k:gathered kept" in plan.reason
-    measure._spinning.clear()
+    spinning.until.clear()
     assert np.array_equal(plan.fresh(), np.full((2, 3), 2.0))
-    assert fast.fresh_calls == 2 and measure._spinning == {
+    assert fast.fresh_calls == 2 and spinning.until == {
         "openmp": clock[0] + SPIN_SECONDS["openmp"]}
     calls_before = plan.choice._calls
     plan.fresh()
