@@ -149,18 +149,9 @@ DEFINE_STREAM_TILE(uint64_t)
                         for (int64_t v = 0; v < ev; v++)                                   \
                             d[v] = s[v];                                                   \
                     }                                                                      \
-            } else if (fast && stream) {                                                   \
-                for (int64_t i = 0; i < mr; i++) {                                         \
-                    const T *row = src + so + row_src[r0 + i] + c0 * ev;                   \
-                    T *b = buf + i * width;                                                \
-                    for (int64_t x = 0; x < mc * ev; x++)                                  \
-                        b[x] = row[x];                                                     \
-                }                                                                          \
-                stream_tile_##T(dst + d0 + r0 * ev, col_dst + c0, buf,                    \
-                                (char *)(buf + tr * width), mr, mc, width, ev);            \
             } else if (fast) {                                                             \
                 /* Rows contiguous in the destination, columns in the source: prefetch    \
-                 * the next tile (none after the last). */                                 \
+                 * the next tile (none after the last); streamed, rows by stream_tile. */  \
                 const int64_t nr0 = br * tr, nc0 = bc * tc;                                \
                 const int64_t pr = job + 1 < last ? (tr < nr - nr0 ? tr : nr - nr0) : 0;   \
                 const int64_t pc = job + 1 < last ? (tc < nc - nc0 ? tc : nc - nc0) : 0;   \
@@ -171,6 +162,11 @@ DEFINE_STREAM_TILE(uint64_t)
                     T *b = buf + i * width;                                                \
                     for (int64_t x = 0; x < mc * ev; x++)                                  \
                         b[x] = row[x];                                                     \
+                }                                                                          \
+                if (stream) {                                                              \
+                    stream_tile_##T(dst + d0 + r0 * ev, col_dst + c0, buf,                \
+                                    (char *)(buf + tr * width), mr, mc, width, ev);        \
+                    continue;                                                              \
                 }                                                                          \
                 for (int64_t j = 0; j < mc; j++) {                                         \
                     T *row = dst + d0 + col_dst[c0 + j] + r0 * ev;                         \
