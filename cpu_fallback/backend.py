@@ -21,7 +21,7 @@ from gpu_tc.problem import (
     array_layout,
 )
 
-from . import mkl
+from . import cblas, mkl
 from .contraction import CpuContractionPlan
 from .elementwise import CpuElementwisePlan
 from .gathered import gathered_plans
@@ -33,7 +33,7 @@ from .permute import CpuPermutationPlan, may_stream
 from .pool import HOST_POOL
 from .reduction import CpuReductionPlan
 from .strided_sum import strided_sum_plans
-from .tiling import default_budget
+from .tiling import default_budget, uncopied
 
 # A broadcast product (nothing summed) is bound by writing D: one NumPy ufunc on one
 # thread, or the small-K kernel (K = 1) on all; timed where D has at least this many bytes.
@@ -185,6 +185,7 @@ class CpuBackend:
         plans: list[PrimitivePlan] = list(lowered)
         if any(plan.rearranges or plan.multiplies for plan in lowered):
             plans += gathered_plans(problem, lowered[0], budget)
+        plans += _loop_plans(problem, choices, budget, engine)
         if len(plans) == 1:
             return plans[0]
         # The rule's lowering on NumPy's BLAS comes first only as a guess: the first
@@ -241,6 +242,24 @@ class CpuBackend:
         plans = (plan_for(problems[0]), plan_for(problems[1]))
         return OrientationTrial(plans, problems, array_layout,
                                 key=f"orientation {problems!r}")
+
+
+def _loop_plans(problem: ContractionProblem, choices: Sequence[str], budget: int,
+                engine: mkl.MklEngine | None) -> list[PrimitivePlan]:
+    """Where a lowering copies an operand, the loop of GEMMs on views that replaces the
+    copy (tiling.uncopied), on NumPy's BLAS and on MKL's: one per distinct loop."""
+    plans: list[PrimitivePlan] = []
+    seen = set()
+    dtype = problem.d.dtype
+    engines = [None] + ([engine] if engine is not None and engine.serves(dtype) else [])
+    for policy in choices:
+        loops = {adds: uncopied(problem, policy, adds) for adds in {cblas.available(dtype), True}}
+        for by in engines:
+            loop = loops[cblas.available(dtype) if by is None else True]
+            if loop is not None and (loop.outer, loop.inner, by) not in seen:
+                seen.add((loop.outer, loop.inner, by))
+                plans.append(CpuContractionPlan(problem, policy, budget, engine=by, loop=loop))
+    return plans
 
 
 def _large_product(problem: ContractionProblem) -> bool:

@@ -53,6 +53,14 @@ LABELS_PER_ROLE = 2
 # (packed twice), 1.06-1.17x. A contracted cut packs each operand once (see README).
 DEFAULT_FRACTION = 0.23
 DEFAULT_MIN_BYTES = 32 << 20
+# A lowering that copies an operand may instead run as a loop of GEMMs on views (the
+# tiling that copies nothing, BLAS adding a contracted label's chunks into D), timed
+# beside it where the loop has at most LOOP_MAX_TILES tiles of LOOP_MIN_TILE_FLOPS or
+# more each (a tile's slicing and BLAS call cost about 10 us). TCCG case 13 at half
+# extents, float64, C-ordered operands: the packed GEMM 17.5 ms, the loop over its
+# contracted label c (148 GEMMs of 7.2 MFLOP) 15.9 ms, torch.einsum 18.4.
+LOOP_MAX_TILES = 512
+LOOP_MIN_TILE_FLOPS = 2e6
 
 
 def default_budget(problem: ContractionProblem) -> int:
@@ -283,6 +291,33 @@ def _thin_gemm_cost(low: Lowering, problem: ContractionProblem) -> float:
     flops = 2 * math.prod(problem.a.extents) * math.prod(
         problem.b.extent(x) for x in problem.roles.free_b)
     return flops / FLOPS_PER_BYTE * THIN_GEMM / smallest
+
+
+def uncopied(problem: ContractionProblem, policy: str, blas_adds: bool) -> Tiling | None:
+    """The tiling that runs ``problem`` (beta = 0) without a copy, where its lowering
+    under ``policy`` copies: cuts of one label, or two of different roles (as
+    :func:`choose` tries them), in chunks of 1 (a shorter chunk leaves a group as
+    unmergeable as the whole), at most LOOP_MAX_TILES tiles of LOOP_MIN_TILE_FLOPS or
+    more; the cheapest by :func:`choose`'s cost; None where none copies nothing.
+    ``blas_adds`` as in :func:`choose`."""
+    if _measure(problem, policy, False, blas_adds, None, None).peak_bytes == 0:
+        return None
+    roles = problem.roles
+    groups = [_widest(problem.a, roles.batch + roles.free_a), _widest(problem.b, roles.free_b),
+              _widest(problem.a, roles.contracted)]
+    tuples: list[tuple[str, ...]] = [(x,) for group in groups for x in group]
+    tuples += [(x, y) for i, gx in enumerate(groups) for gy in groups[i + 1:]
+               for x in gx for y in gy]
+    found = []
+    for labels in tuples:
+        tiles = math.prod(_extent(problem, x) for x in labels)
+        if tiles > LOOP_MAX_TILES or problem.flops < LOOP_MIN_TILE_FLOPS * tiles:
+            continue
+        outer, *inner = (Cut(x, _extent(problem, x), 1) for x in labels)
+        tiling = _measure(problem, policy, False, blas_adds, outer, inner[0] if inner else None)
+        if tiling.peak_bytes == 0:
+            found.append(tiling)
+    return min(found, key=lambda t: (t.cost, t.tiles), default=None)
 
 
 def choose(

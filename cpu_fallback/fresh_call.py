@@ -1,0 +1,115 @@
+"""A warm call of a contraction into a new result as one numpy.matmul (or numpy.multiply,
+numpy.dot) on views of the operands, where that call writes D's layout by itself: no
+output allocation of gpu_tc's, no copies."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from gpu_tc.gemm import GemmLowering, MatrixOperand, MultiplyLowering
+from gpu_tc.problem import ContractionProblem, TensorSpec, contiguous_spec
+
+# A new result this large comes from the host pool (see fresh_call); below it, a warm
+# call's own matmul allocates it, as malloc's heap reuses it once warm.
+FRESH_MAX_BYTES = 4 << 20
+
+
+def _shaper(perm: tuple[int, ...], grouped: tuple[int, ...], shape: tuple[int, ...]) -> Any:
+    """A function viewing an operand as ``shape``, or None when it already is that."""
+    identity = perm == tuple(range(len(perm)))
+    if identity and grouped == shape:
+        return None
+    if identity:
+        return lambda x: x.reshape(shape)
+    return lambda x: x.transpose(perm).reshape(shape)
+
+
+def _matmul_operand(spec: MatrixOperand, swapped: bool) -> Any:
+    """A function viewing an operand as the matrix stack matmul takes (``swapped``: its
+    last two axes exchanged, for B^T @ A^T), or None when the operand already is one.
+
+    Where no label group merges, the exchange is folded into the one transpose (a
+    chain step D = B @ A, which the lowering sees as D^T = A^T B^T, becomes a plain
+    matmul of the two arrays)."""
+    if not swapped:
+        return _shaper(spec.perm, spec.grouped, spec.shape)
+    if spec.grouped == spec.shape:
+        perm = spec.perm[:-2] + (spec.perm[-1], spec.perm[-2])
+        return None if perm == tuple(range(len(perm))) else lambda x: x.transpose(perm)
+    shaper = _shaper(spec.perm, spec.grouped, spec.shape)
+    return lambda x: (x if shaper is None else shaper(x)).swapaxes(-1, -2)
+
+
+def fresh_call(low: Any, problem: ContractionProblem) -> Any:
+    """``f(a, b)`` returning D as a new result laid out as ``problem.d`` (a NumPy
+    scalar for a 0-d D, as numpy.dot returns), when the GEMM (or the broadcast
+    product) writes D's layout by itself; else None.
+
+    This lets a warm small call be one numpy.matmul: no output allocation of ours. A
+    result of FRESH_MAX_BYTES or more is left to execute(), which writes it into
+    pooled memory without the page faults of numpy's fresh allocation.
+    """
+    d = problem.d
+    if math.prod(d.extents) * np.dtype(d.dtype).itemsize >= FRESH_MAX_BYTES:
+        return None
+    kernel: Any
+    if isinstance(low, MultiplyLowering):
+        if d.strides != contiguous_spec(d.labels, d.extents, d.dtype).strides:
+            return None
+        kernel, d_shape, to_d = np.multiply, d.extents, None
+        fa = _shaper(low.a.perm, (), low.a.shape)
+        fb = _shaper(low.b.perm, (), low.b.shape)
+    elif isinstance(low, GemmLowering) and not (low.a.pack or low.b.pack or low.d.pack):
+        # matmul returns (batch, M, N) C-ordered, or (batch, N, M) from the operands
+        # swapped and transposed (views): D's memory order must be exactly one of them.
+        order = _matmul_order(low.d, d)
+        if order is None:
+            return None
+        if not d.extents and len(low.a.grouped) == 1 == len(low.b.grouped):
+            # Two vectors' inner product: numpy.dot's scalar (BLAS dot at any stride),
+            # without matmul's reshapes to (1, K) and (K, 1).
+            return np.dot
+        swapped = order != low.d.perm
+        d_shape = tuple(d.extents[i] for i in order)
+        identity = order == tuple(range(len(order)))
+        to_d = None if identity else tuple(int(i) for i in np.argsort(order))
+        fa, fb = _matmul_operand(low.a, swapped), _matmul_operand(low.b, swapped)
+        kernel = _reversed_matmul if swapped else np.matmul
+        written = low.d.shape[:-2] + (low.d.shape[-1:] + low.d.shape[-2:-1] if swapped
+                                      else low.d.shape[-2:])
+        if written == d_shape:
+            d_shape = None  # matmul already returns D's extents
+        if fa is None and fb is None and d_shape is None and to_d is None:
+            return kernel
+    else:
+        return None
+
+    def fresh(a: Any, b: Any) -> Any:
+        result = kernel(a if fa is None else fa(a), b if fb is None else fb(b))
+        if d_shape is not None:
+            result = result.reshape(d_shape)
+        return result if to_d is None else result.transpose(to_d)
+
+    return fresh
+
+
+def _matmul_order(spec: MatrixOperand, d: TensorSpec) -> tuple[int, ...] | None:
+    """D's axes in the order matmul writes them into a new C-ordered array: (batch,
+    M, N), else (batch, N, M) (see :func:`_reversed_matmul`); None when D's layout is
+    neither."""
+    rows = spec.perm[spec.n_batch:spec.n_batch + spec.n_rows]
+    swapped = spec.perm[:spec.n_batch] + spec.perm[spec.n_batch + spec.n_rows:] + rows
+    for order in (spec.perm, swapped):
+        grouped = d.permuted("".join(d.labels[i] for i in order))
+        if grouped.strides == contiguous_spec(grouped.labels, grouped.extents, d.dtype).strides:
+            return order
+    return None
+
+
+def _reversed_matmul(a: Any, b: Any) -> Any:
+    """b @ a: given A^T and B^T (views), (A @ B) transposed as a new C-ordered
+    (batch, N, M) array."""
+    return np.matmul(b, a)

@@ -1,0 +1,121 @@
+"""The loop of GEMMs on views (tiling.uncopied, routes "...:looped"): where a lowering
+copies an operand, the tiling that copies nothing, timed beside it; its results against
+the reference kernel at every alpha, beta and dtype, and where it is not offered."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import assert_close, call_until_reason, random_array, reference_einsum
+
+import gpu_tc
+from cpu_fallback import mkl, tiling
+from cpu_fallback.contraction import CpuContractionPlan
+from cpu_fallback.tiling import Cut, copy_bytes, uncopied
+from gpu_tc.backend import Scalars
+from gpu_tc.gemm import lower
+from gpu_tc.problem import ContractionProblem, contiguous_spec, dtype_char
+
+# TCCG case 13's form: B's contracted labels 'c' and 'd' do not merge (b lies between),
+# so the GEMM packs B; a loop over 'c' reads A[:, c, :] and B[c] where they lie.
+LONG_K = "dca,cbd->ba"
+EXTENTS = {"a": 40, "b": 36, "c": 23, "d": 38}  # above the lowering's small-GEMM bound
+
+
+def _problem(expr: str, extents: dict[str, int], dtype: str = "float64") -> ContractionProblem:
+    inputs, output = expr.split("->")
+    specs = [contiguous_spec(t, [extents[x] for x in t], dtype_char(dtype))
+             for t in (*inputs.split(","), output)]
+    return ContractionProblem(*specs)
+
+
+def _operands(expr: str, extents: dict[str, int], dtype: str, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [random_array(rng, [extents[x] for x in t], dtype)
+            for t in expr.split("->")[0].split(",")]
+
+
+@pytest.fixture
+def small_loops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loops of tiles of any size offered: small problems test them quickly."""
+    monkeypatch.setattr(tiling, "LOOP_MIN_TILE_FLOPS", 1)
+
+
+def test_the_loop_replaces_the_packed_operand_by_a_cut_of_chunks_of_one(small_loops):
+    extents = EXTENTS
+    problem = _problem(LONG_K, extents)
+    assert copy_bytes(lower(problem), problem, False, True)[1] > 0  # B packed
+    loop = uncopied(problem, "heuristic", True)
+    assert loop is not None and loop.peak_bytes == 0 == loop.copied_bytes
+    assert (loop.outer, loop.inner) == (Cut("c", 23, 1), None)
+
+
+def test_where_it_is_not_offered(small_loops, monkeypatch):
+    extents = EXTENTS
+    # Nothing copied: a plain GEMM.
+    assert uncopied(_problem("ik,kj->ij", {"i": 8, "j": 9, "k": 10}), "heuristic", True) is None
+    # A contracted chunk needs D staged where BLAS does not add into it in place: the
+    # loop over free label 'a' (a matrix-vector product per column of D) is left.
+    problem = _problem(LONG_K, extents)
+    loop = uncopied(problem, "heuristic", False)
+    assert loop is not None and (loop.outer, loop.inner) == (Cut("a", 40, 1), None)
+    assert not tiling.accumulates(problem, loop.outer)
+    # More tiles than LOOP_MAX_TILES, or tiles under LOOP_MIN_TILE_FLOPS.
+    monkeypatch.setattr(tiling, "LOOP_MAX_TILES", 22)
+    assert uncopied(_problem(LONG_K, extents), "heuristic", True) is None
+    monkeypatch.setattr(tiling, "LOOP_MAX_TILES", 23)
+    monkeypatch.setattr(tiling, "LOOP_MIN_TILE_FLOPS", 2 * 40 * 36 * 38 + 1)
+    assert uncopied(_problem(LONG_K, extents), "heuristic", True) is None
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "complex128"])
+@pytest.mark.parametrize("alpha, beta", [(1.0, 0.0), (-2.5, 0.0), (1.0, 0.5), (0.5, -1.0)])
+@pytest.mark.parametrize("engine", ["blas", "mkl"])
+def test_the_loop_computes_the_reference(small_loops, dtype, alpha, beta, engine):
+    """Every tile after the first adds into D; beta != 0 runs the plain lowering."""
+    by = mkl.engine() if engine == "mkl" else None
+    if engine == "mkl" and (by is None or not by.serves(dtype)):
+        pytest.skip("MKL is not installed here (the optional `mkl` package)")
+    extents = EXTENTS
+    problem = _problem(LONG_K, extents, dtype)
+    loop = uncopied(problem, "heuristic", True)
+    assert loop is not None
+    plan = CpuContractionPlan(problem, "heuristic", None, engine=by, loop=loop)
+    assert plan.route == f"{engine}:looped" and "copies at most 0 bytes" in plan.reason
+    a, b = _operands(LONG_K, extents, dtype)
+    c = _operands("ba->ba", extents, dtype, seed=2)[0]
+    exact, scale = reference_einsum(LONG_K, a, b)
+    d = np.full_like(c, np.nan)
+    plan.execute((a, b), d, Scalars(alpha, beta), c if beta else None)
+    assert_close(d, alpha * exact + beta * c, dtype, abs(alpha) * scale + abs(beta * c))
+
+
+def test_views_of_any_layout_loop_where_they_lie(small_loops):
+    """Operands reversed and strided, D a strided view: nothing outside D written."""
+    extents = EXTENTS
+    big_a, big_b = _operands("dca,cbd->ba", {x: 2 * n for x, n in extents.items()}, "float64")
+    a, b = big_a[::2, ::-2, 1::2], big_b[1::2, ::2, ::-2]
+    exact, scale = reference_einsum(LONG_K, a, b)
+    memory = np.full((36, 3, 40), np.nan)
+    d = memory[:, 1, :]
+    plan = gpu_tc.prepare(LONG_K, a, b, out=d)
+    problem = plan._plan.program.final
+    loop = uncopied(problem, "heuristic", True)
+    assert loop is not None
+    CpuContractionPlan(problem, "heuristic", None, loop=loop).execute((a, b), d, Scalars(1, 0),
+                                                                      None)
+    assert_close(d, exact, "float64", scale)
+    assert np.isnan(memory[:, [0, 2], :]).all()
+
+
+def test_einsum_times_the_loop_beside_the_packed_gemm(small_loops):
+    """The measured plan offers the loop on each engine and stays right on every call."""
+    extents = {"a": 96, "b": 96, "c": 12, "d": 96}
+    a, b = _operands(LONG_K, extents, "float64")
+    exact, scale = reference_einsum(LONG_K, a, b)
+    plan = gpu_tc.prepare(LONG_K, a, b)
+    call_until_reason(plan, "measured",
+                      lambda: assert_close(plan.execute(a, b), exact, "float64", scale), 4000)
+    assert "blas:looped" in plan.reason and "blas:packed" in plan.reason
+    if mkl.engine() is not None:
+        assert "mkl:looped" in plan.reason
