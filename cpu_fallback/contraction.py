@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -14,9 +15,9 @@ from gpu_tc.gemm import (
     MultiplyLowering,
     lower,
 )
-from gpu_tc.problem import ContractionProblem
+from gpu_tc.problem import ContractionProblem, TensorSpec
 
-from . import cblas, kernels
+from . import cblas, kernels, workers
 from .fresh_call import fresh_call
 from .mkl import MklEngine
 from .permute import copy_permuted, write_scaled
@@ -86,8 +87,11 @@ class CpuContractionPlan(PlanDefaults):
         peaks = []
         for staged in (False, True):
             if loop is not None and not staged:
-                self._tiled[False] = TiledRun(problem, policy, loop, engine)
-                peaks.append(loop.peak_bytes)
+                run = self._tiled[False] = _looped(problem, policy, loop, engine, budget)
+                own_d = accumulates(problem, loop.outer) * _bytes(problem.d)
+                peaks.append((run.workers - 1) * own_d)
+                if run.workers > 1:
+                    self.reason += f"; split over {run.workers} threads, MKL on one thread each"
                 continue
             peak = sum(copy_bytes(low, problem, staged, blas_adds))
             if budget is not None and peak > budget:
@@ -189,12 +193,21 @@ class CpuContractionPlan(PlanDefaults):
 class TiledRun:
     """A contraction run tile by tile (see cpu_fallback.tiling): per tile size, a
     CpuContractionPlan of the tile; the operand of an outer chunk is packed once; the
-    chunks of a contracted label after the first add into their D tile."""
+    chunks of a contracted label after the first add into their D tile.
+
+    With ``workers`` > 1 (MKL's engine, calls with beta = 0), the outer chunks are split
+    among that many threads (cpu_fallback.workers), each running MKL on itself alone
+    (MklEngine.one_thread): no OpenMP launch per tile. Where the outer label is
+    contracted, each thread but the caller's adds its chunks into a D of its own, added
+    into D at the end.
+    """
 
     def __init__(self, problem: ContractionProblem, policy: str, tiling: Tiling,
-                 engine: MklEngine | None = None) -> None:
+                 engine: MklEngine | None = None, workers: int = 1) -> None:
         self.tiling = tiling
         self._engine = engine
+        self._serial = engine.serial() if engine is not None and workers > 1 else None
+        self.workers = workers if self._serial is not None else 1
         self._held = hoisted(problem, tiling.inner)
         self._cuts = [c for c in (tiling.outer, tiling.inner) if c is not None]
         self._accumulating = [accumulates(problem, c) for c in self._cuts]
@@ -203,31 +216,62 @@ class TiledRun:
                   for spec in (problem.a, problem.b, problem.d))
             for c in self._cuts
         ]
-        self._plans: dict[tuple[int, ...], CpuContractionPlan] = {}
+        self._plans: dict[tuple[tuple[int, ...], bool], CpuContractionPlan] = {}
         self._problem, self._policy = problem, policy
 
-    def _plan(self, sizes: tuple[int, ...]) -> CpuContractionPlan:
-        plan = self._plans.get(sizes)
+    def _plan(self, sizes: tuple[int, ...], serial: bool) -> CpuContractionPlan:
+        plan = self._plans.get((sizes, serial))
         if plan is None:
             tile = tile_problem(self._problem, {c.label: n for c, n in zip(self._cuts, sizes)})
-            plan = self._plans[sizes] = CpuContractionPlan(tile, self._policy,
-                                                           engine=self._engine)
+            plan = self._plans[sizes, serial] = CpuContractionPlan(
+                tile, self._policy, engine=self._serial if serial else self._engine)
         return plan
 
     def execute(self, a: Any, b: Any, d: Any, scalars: Scalars, c: Any) -> None:
         """Each tile: its chunks of A and B, its tile of D (and of C)."""
+        outer = self.tiling.outer
+        chunks = outer.chunks() if outer else [(0, 0)]
+        if self.workers == 1 or scalars.beta != 0:
+            self._run(a, b, d, scalars, c, chunks, False)
+            return
+        count = self.workers
+        parts = [chunks[i * len(chunks) // count:(i + 1) * len(chunks) // count]
+                 for i in range(count)]
+        adds = self._accumulating[0]
+        targets = [d] + [HOST_POOL.empty(d.shape, d.dtype) if adds else d for _ in parts[1:]]
+        engine = self._engine
+        assert engine is not None
+
+        def work(k: int) -> None:
+            with engine.one_thread():
+                self._run(a, b, targets[k], scalars, None, parts[k], True)
+
+        jobs = [workers.pool().submit(work, k) for k in range(1, count)]
+        try:
+            work(0)
+        finally:
+            for job in jobs:
+                job.result()
+        for target in targets[1:] if adds else ():
+            np.add(d, target, out=d)
+
+    def _run(self, a: Any, b: Any, d: Any, scalars: Scalars, c: Any,
+             chunks: list[tuple[int, int]], serial: bool) -> None:
+        """The tiles of the outer ``chunks`` (all of the inner ones), into ``d``."""
         alpha, beta = scalars.alpha, scalars.beta
-        outer, inner = self.tiling.outer, self.tiling.inner
+        inner = self.tiling.inner
         inner_chunks = inner.chunks() if inner else [(0, 0)]
-        for start, stop in outer.chunks() if outer else [(0, 0)]:
+        firsts = (chunks[0][0], 0)  # a contracted chunk past these adds into D
+        for start, stop in chunks:
             held_mat = None
             for inner_start, inner_stop in inner_chunks:
                 bounds = [(start, stop), (inner_start, inner_stop)][: len(self._cuts)]
-                plan = self._plan(tuple(hi - lo for lo, hi in bounds))
+                plan = self._plan(tuple(hi - lo for lo, hi in bounds), serial)
                 a_t, b_t, d_t = (self._slice(x, i, bounds) for i, x in enumerate((a, b, d)))
                 c_t = None if c is None else self._slice(c, 2, bounds)
                 tile_beta = beta
-                if any(acc and lo > 0 for acc, (lo, _) in zip(self._accumulating, bounds)):
+                if any(acc and lo > first
+                       for acc, (lo, _), first in zip(self._accumulating, bounds, firsts)):
                     tile_beta, c_t = 1, d_t  # a later chunk of a contracted label: add to D
                 low = plan.lowering
                 if not isinstance(low, GemmLowering) or self._held is None:
@@ -251,6 +295,23 @@ class TiledRun:
             if axis is not None:
                 index[axis] = slice(lo, hi)
         return x[tuple(index)] if x.ndim else x
+
+
+def _looped(problem: ContractionProblem, policy: str, loop: Tiling, engine: MklEngine | None,
+            budget: int | None) -> TiledRun:
+    """The loop of GEMMs on views: split over MKL's thread count (NumPy's BLAS sets its
+    threads for the whole process: one thread runs its loop), fewer where the outer cut
+    has fewer chunks, one where the threads' own copies of D would exceed ``budget``."""
+    assert loop.outer is not None
+    count = min(engine.threads() if engine is not None else 1, loop.outer.count)
+    if (budget is not None and accumulates(problem, loop.outer)
+            and (count - 1) * _bytes(problem.d) > budget):
+        count = 1
+    return TiledRun(problem, policy, loop, engine, count)
+
+
+def _bytes(spec: TensorSpec) -> int:
+    return math.prod(spec.extents) * np.dtype(spec.dtype).itemsize
 
 
 def _numpy_matmul(a_mat: Any, b_mat: Any, out: Any) -> None:

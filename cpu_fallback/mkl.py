@@ -23,6 +23,8 @@ those of a ``threadpool_limits`` block entered before).
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import ctypes
 import functools
 import glob
@@ -30,6 +32,7 @@ import math
 import os
 import site
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -62,10 +65,31 @@ class MklEngine:
         letters = cblas.LETTERS.values()
         self._gemm = {letter: cblas.lookup(library, letter) for letter in letters}
         self._batched = {letter: _batched_call(library, letter) for letter in letters}
+        library.MKL_Set_Num_Threads_Local.argtypes = [ctypes.c_int]
+        library.MKL_Set_Num_Threads_Local.restype = ctypes.c_int
+        # One OpenMP launch at a time; none for GEMMs on the calling thread (serial()).
+        self._lock: contextlib.AbstractContextManager[Any] = openmp.LOCK
 
     def threads(self) -> int:
         """The threads MKL's next GEMM may use (MKL_Get_Max_Threads)."""
         return int(self._library.MKL_Get_Max_Threads())
+
+    @contextlib.contextmanager
+    def one_thread(self) -> Iterator[None]:
+        """MKL's GEMMs on the calling thread alone while the body runs, on this thread
+        only (MKL_Set_Num_Threads_Local); its previous setting after."""
+        previous = self._library.MKL_Set_Num_Threads_Local(1)
+        try:
+            yield
+        finally:
+            self._library.MKL_Set_Num_Threads_Local(previous)
+
+    def serial(self) -> MklEngine:
+        """This engine without the launch lock, for threads that call it inside
+        :meth:`one_thread` (no OpenMP team starts, so several run at once)."""
+        twin = copy.copy(self)
+        twin._lock = contextlib.nullcontext()
+        return twin
 
     def describe(self) -> str:
         """One line for reports: version, file and threads (on GNU OpenMP)."""
@@ -85,7 +109,7 @@ class MklEngine:
         cpu_fallback.openmp)."""
         if openmp.forked():
             return False
-        with openmp.LOCK:
+        with self._lock:
             return cblas.gemm_by(self._gemm.__getitem__, a, b, d, alpha, beta)
 
     def matmul(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
@@ -117,11 +141,11 @@ class MklEngine:
             return False
         a3, b3, out3 = (_merged(x) for x in (a, b, out))
         if a3 is not None and b3 is not None and out3 is not None:
-            with openmp.LOCK:
+            with self._lock:
                 return cblas.run_batched(found, a3, b3, out3, 1, 0)
         if out.ndim == 3:
             return False
-        with openmp.LOCK:
+        with self._lock:
             for index in np.ndindex(out.shape[:-3]):
                 if not cblas.run_batched(found, a[index], b[index], out[index], 1, 0):
                     return False  # the first refuses where any would: the layouts repeat

@@ -16,9 +16,6 @@ of the split axis, it runs on one thread.
 from __future__ import annotations
 
 import functools
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -28,28 +25,13 @@ from gpu_tc.operators import REDUCE, UNARY
 from gpu_tc.options import ReduceOp, UnaryOp
 from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
 
+from . import workers
 from .sum_layout import BLOCK, cuts, row_layout
 
 # Below this many bytes of memory traffic, one thread: the hand-off costs more than it
 # saves. A view with no unit-stride axis (a strided diagonal) costs a cache line per element.
 THREAD_MIN_BYTES = 8 << 20
 CACHE_LINE = 64
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _threads() -> int:
-    return os.cpu_count() or 1
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(_threads(), thread_name_prefix="gpu_tc-reduce")
-        return _POOL
-
-
 def traffic(a: TensorSpec) -> int:
     """Bytes of memory a pass over ``a`` moves: its size, or a cache line per element
     when no axis has unit stride."""
@@ -113,7 +95,7 @@ class CpuReductionPlan(PlanDefaults):
         # D's axes in the order the reduction leaves them (A's order).
         self._d_as_a = tuple(d.labels.index(x) for x in kept)
         self._ufunc = REDUCE[problem.op_reduce]
-        threads = _threads() if traffic(a) >= THREAD_MIN_BYTES and self._axes else 1
+        threads = workers.threads() if traffic(a) >= THREAD_MIN_BYTES and self._axes else 1
         self._split = split_axis(a.extents, a.strides, threads)
         bounds = np.empty(0, int)
         if self._split is not None:
@@ -200,7 +182,8 @@ class CpuReductionPlan(PlanDefaults):
             outs = [target] + [np.empty_like(target) for _ in slabs[1:]]
         else:
             outs = [_cut(target, self._kept_axis, part) for part in self._slabs]
-        jobs = [_pool().submit(reduce, slab, out=out) for slab, out in zip(slabs[1:], outs[1:])]
+        jobs = [workers.pool().submit(reduce, slab, out=out)
+                for slab, out in zip(slabs[1:], outs[1:])]
         reduce(slabs[0], out=outs[0])
         for job in jobs:
             job.result()

@@ -10,8 +10,8 @@ from helpers import assert_close, call_until_reason, random_array, reference_ein
 
 import gpu_tc
 from cpu_fallback import mkl, tiling
-from cpu_fallback.contraction import CpuContractionPlan
-from cpu_fallback.tiling import Cut, copy_bytes, uncopied
+from cpu_fallback.contraction import CpuContractionPlan, TiledRun
+from cpu_fallback.tiling import Cut, Tiling, copy_bytes, uncopied
 from gpu_tc.backend import Scalars
 from gpu_tc.gemm import lower
 from gpu_tc.problem import ContractionProblem, contiguous_spec, dtype_char
@@ -119,3 +119,56 @@ def test_einsum_times_the_loop_beside_the_packed_gemm(small_loops):
     assert "blas:looped" in plan.reason and "blas:packed" in plan.reason
     if mkl.engine() is not None:
         assert "mkl:looped" in plan.reason
+
+
+def _mkl_engine():
+    engine = mkl.engine()
+    if engine is None:
+        pytest.skip("MKL is not installed here (the optional `mkl` package)")
+    return engine
+
+
+@pytest.mark.parametrize("cut", [("c", 23), ("a", 40), ("d", 38)])
+@pytest.mark.parametrize("workers", [2, 3])
+@pytest.mark.parametrize("dtype", ["float64", "complex64"])
+def test_a_loop_split_over_threads_computes_the_reference(cut, workers, dtype):
+    """The outer chunks shared by threads running MKL on one thread each: contracted
+    cuts ('c', 'd') add each thread's own D into D at the end; a free cut ('a') writes
+    its slices of D; beta != 0 runs the tiles in turn."""
+    engine = _mkl_engine()
+    problem = _problem(LONG_K, EXTENTS, dtype)
+    run = TiledRun(problem, "heuristic", Tiling(Cut(cut[0], cut[1], 1), None, 0, 0), engine,
+                   workers)
+    assert run.workers == workers
+    a, b = _operands(LONG_K, EXTENTS, dtype)
+    c = _operands("ba->ba", EXTENTS, dtype, seed=2)[0]
+    exact, scale = reference_einsum(LONG_K, a, b)
+    for alpha, beta in [(1.0, 0.0), (-0.5, 0.0), (2.0, 0.25)]:
+        d = np.full_like(c, np.nan)
+        run.execute(a, b, d, Scalars(alpha, beta), c if beta else None)
+        assert_close(d, alpha * exact + beta * c, dtype, abs(alpha) * scale + abs(beta * c))
+
+
+def test_one_thread_is_this_threads_alone_and_undone_after():
+    engine = _mkl_engine()
+    before = engine.threads()
+    with engine.one_thread():
+        assert engine.threads() == 1
+    assert engine.threads() == before
+
+
+def test_the_mkl_loop_is_split_where_threads_and_memory_allow(small_loops):
+    engine = _mkl_engine()
+    if engine.threads() < 2:
+        pytest.skip("MKL runs one thread here: nothing to split")
+    problem = _problem(LONG_K, EXTENTS)
+    loop = uncopied(problem, "heuristic", True)
+    plan = CpuContractionPlan(problem, "heuristic", None, engine=engine, loop=loop)
+    assert "split over" in plan.reason
+    d_bytes = 36 * 40 * 8
+    staged = CpuContractionPlan(problem, "heuristic", None, engine=engine)  # beta != 0
+    assert plan.temporary_bytes == max((min(engine.threads(), 23) - 1) * d_bytes,
+                                       staged.temporary_bytes)
+    tight = CpuContractionPlan(problem, "heuristic", d_bytes - 1, engine=engine, loop=loop)
+    assert "split" not in tight.reason
+    assert "split" not in CpuContractionPlan(problem, "heuristic", None, loop=loop).reason

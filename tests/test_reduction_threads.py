@@ -7,7 +7,7 @@ import pytest
 from helpers import assert_close
 
 import gpu_tc
-from cpu_fallback import reduction
+from cpu_fallback import reduction, workers
 from gpu_tc import ReduceOp, UnaryOp, reference
 from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
 
@@ -16,7 +16,7 @@ from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
 def threaded(monkeypatch):
     """Every reduction split over 3 threads (uneven slabs), with fresh plans."""
     monkeypatch.setattr(reduction, "THREAD_MIN_BYTES", 1)
-    monkeypatch.setattr(reduction, "_threads", lambda: 3)
+    monkeypatch.setattr(workers, "threads", lambda: 3)
     gpu_tc.plan_cache().clear()
     yield
     gpu_tc.plan_cache().clear()
@@ -106,7 +106,7 @@ def test_a_threaded_sum_of_one_stretch_has_numpys_bits(monkeypatch, threads, dty
     pairwise sum: split over any number of threads (a 16-core host failed here with
     equal slabs), its slabs are cut where NumPy's recursion cuts, or it runs on one."""
     monkeypatch.setattr(reduction, "THREAD_MIN_BYTES", 1)
-    monkeypatch.setattr(reduction, "_threads", lambda: threads)
+    monkeypatch.setattr(workers, "threads", lambda: threads)
     a = rng.standard_normal(shape).astype(dtype)
     labels, kept = subscripts.split("->")
     problem = ReductionProblem(contiguous_spec(labels, shape, np.dtype(dtype).char),

@@ -10,7 +10,7 @@ import pytest
 from numpy.lib.stride_tricks import as_strided
 
 import gpu_tc
-from cpu_fallback import reduction, sum_kernel
+from cpu_fallback import sum_kernel, workers
 from cpu_fallback.measure import RUN
 from cpu_fallback.reduction import CpuReductionPlan
 from cpu_fallback.strided_sum import MIN_ELEMENTS, kernel_plans, strided_sum_plans
@@ -266,7 +266,7 @@ def test_numpy_einsums_sum_is_split_over_threads_like_the_ufuncs(
     """64^4 float64 (16 MiB of traffic), as on a 2-core host: cut along the outermost
     label, kept ('ad': each thread writes its own rows) or summed ('d': partial results
     added)."""
-    monkeypatch.setattr(reduction, "_threads", lambda: 2)
+    monkeypatch.setattr(workers, "threads", lambda: 2)
     a = rng.standard_normal((64, 64, 64, 64))
     problem = gpu_tc.prepare(expr, a)._plan.program.final
     [plan] = [p for p in strided_sum_plans(problem) if p.route == "reduce:einsum"]

@@ -1,0 +1,26 @@
+"""gpu_tc's Python worker threads, one per CPU: the split ufunc reductions
+(cpu_fallback.reduction) and the loops of GEMMs split over MKL on one thread each
+(cpu_fallback.contraction) hand their parts to them; the calling thread runs a part too."""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def threads() -> int:
+    """The threads a split may use: one per CPU."""
+    return os.cpu_count() or 1
+
+
+def pool() -> ThreadPoolExecutor:
+    """The worker threads, started on first use."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(threads(), thread_name_prefix="gpu_tc-worker")
+        return _POOL
