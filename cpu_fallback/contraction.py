@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+from concurrent import futures
 from typing import Any
 
 import numpy as np
@@ -17,7 +19,7 @@ from gpu_tc.gemm import (
 )
 from gpu_tc.problem import ContractionProblem, TensorSpec
 
-from . import cblas, kernels, workers
+from . import cblas, kernels, openmp, workers
 from .fresh_call import fresh_call
 from .mkl import MklEngine
 from .permute import copy_permuted, write_scaled
@@ -206,6 +208,7 @@ class TiledRun:
                  engine: MklEngine | None = None, workers: int = 1) -> None:
         self.tiling = tiling
         self._engine = engine
+        workers = min(workers, tiling.outer.count) if tiling.outer is not None else 1
         self._serial = engine.serial() if engine is not None and workers > 1 else None
         self.workers = workers if self._serial is not None else 1
         self._held = hoisted(problem, tiling.inner)
@@ -218,6 +221,10 @@ class TiledRun:
         ]
         self._plans: dict[tuple[tuple[int, ...], bool], CpuContractionPlan] = {}
         self._problem, self._policy = problem, policy
+        if self.workers > 1:  # the threads' tile plans, made once here, not by each thread
+            for sizes in itertools.product(*({hi - lo for lo, hi in c.chunks()}
+                                             for c in self._cuts)):
+                self._plan(sizes, True)
 
     def _plan(self, sizes: tuple[int, ...], serial: bool) -> CpuContractionPlan:
         plan = self._plans.get((sizes, serial))
@@ -228,19 +235,25 @@ class TiledRun:
         return plan
 
     def execute(self, a: Any, b: Any, d: Any, scalars: Scalars, c: Any) -> None:
-        """Each tile: its chunks of A and B, its tile of D (and of C)."""
+        """Each tile: its chunks of A and B, its tile of D (and of C). Split over threads
+        only as many as MKL's thread count now allows (threadpoolctl's limits), and not
+        in a forked child (no worker threads there) nor on a worker thread itself."""
         outer = self.tiling.outer
         chunks = outer.chunks() if outer else [(0, 0)]
-        if self.workers == 1 or scalars.beta != 0:
+        engine = self._engine
+        count = 1
+        if (engine is not None and self.workers > 1 and scalars.beta == 0
+                and not openmp.forked() and not workers.on_worker()):
+            count = min(self.workers, engine.threads())
+        if count == 1:
             self._run(a, b, d, scalars, c, chunks, False)
             return
-        count = self.workers
+        assert engine is not None
         parts = [chunks[i * len(chunks) // count:(i + 1) * len(chunks) // count]
                  for i in range(count)]
         adds = self._accumulating[0]
-        targets = [d] + [HOST_POOL.empty(d.shape, d.dtype) if adds else d for _ in parts[1:]]
-        engine = self._engine
-        assert engine is not None
+        # Each thread's own D, laid out as D (its tile plans were lowered for D's order).
+        targets = [d] + [np.empty_like(d, order="K") if adds else d for _ in parts[1:]]
 
         def work(k: int) -> None:
             with engine.one_thread():
@@ -250,8 +263,9 @@ class TiledRun:
         try:
             work(0)
         finally:
-            for job in jobs:
-                job.result()
+            futures.wait(jobs)  # none still writing D when this returns or raises
+        for job in jobs:
+            job.result()
         for target in targets[1:] if adds else ():
             np.add(d, target, out=d)
 
@@ -304,9 +318,8 @@ def _looped(problem: ContractionProblem, policy: str, loop: Tiling, engine: MklE
     has fewer chunks, one where the threads' own copies of D would exceed ``budget``."""
     assert loop.outer is not None
     count = min(engine.threads() if engine is not None else 1, loop.outer.count)
-    if (budget is not None and accumulates(problem, loop.outer)
-            and (count - 1) * _bytes(problem.d) > budget):
-        count = 1
+    if budget is not None and accumulates(problem, loop.outer):
+        count = min(count, budget // max(1, _bytes(problem.d)) + 1)
     return TiledRun(problem, policy, loop, engine, count)
 
 

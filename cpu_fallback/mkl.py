@@ -13,12 +13,13 @@ NumPy's own BLAS is MKL (it already runs every GEMM), where GPU_TC_MKL=0, off Li
 in a process forked after OpenMP was loaded (cpu_fallback.openmp: its threads would wait
 forever there; a plan made before the fork runs NumPy's BLAS in the child). MKL runs its
 threads on GNU OpenMP, libgomp: the threads of gpu_tc's compiled kernels, loaded first
-with their spin count, and like them one GEMM at a time (openmp.LOCK). Without libgomp
-or MKL's GNU layer, or where MKL_THREADING_LAYER names another, there is no engine (MKL
-would load a second OpenMP runtime, or end the process where it finds none). Its thread
-count is OpenMP's, one per CPU this process may use, unless MKL_NUM_THREADS or
-OMP_NUM_THREADS says otherwise; threadpoolctl's limits reach it once it is loaded (not
-those of a ``threadpool_limits`` block entered before).
+with their spin count, and like them one GEMM at a time (openmp.LOCK), except GEMMs run
+on their calling thread alone (MklEngine.one_thread, serial), several threads at once.
+Without libgomp or MKL's GNU layer, or where MKL_THREADING_LAYER names another, there is
+no engine (MKL would load a second OpenMP runtime, or end the process where it finds
+none). Its thread count is OpenMP's, one per CPU this process may use, unless
+MKL_NUM_THREADS or OMP_NUM_THREADS says otherwise; threadpoolctl's limits reach it once it
+is loaded (not those of a ``threadpool_limits`` block entered before).
 """
 
 from __future__ import annotations

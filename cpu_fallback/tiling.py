@@ -57,8 +57,9 @@ DEFAULT_MIN_BYTES = 32 << 20
 # tiling that copies nothing, BLAS adding a contracted label's chunks into D), timed
 # beside it where the loop has at most LOOP_MAX_TILES tiles of LOOP_MIN_TILE_FLOPS or
 # more each (a tile's slicing and BLAS call cost about 10 us). TCCG case 13 at half
-# extents, float64, C-ordered operands: the packed GEMM 17.5 ms, the loop over its
-# contracted label c (148 GEMMs of 7.2 MFLOP) 15.9 ms, torch.einsum 18.4.
+# extents, float64, in one probe (benchmarks/results/epyc-zen4/current/stop63-probes):
+# gpu_tc's plan 17.5 ms, the loop over its contracted label c (148 GEMMs of 7.2 MFLOP,
+# OpenBLAS) 15.9 ms, torch.einsum 18.4.
 LOOP_MAX_TILES = 512
 LOOP_MIN_TILE_FLOPS = 2e6
 

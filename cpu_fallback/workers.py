@@ -8,6 +8,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+PREFIX = "gpu_tc-worker"
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
@@ -22,5 +23,20 @@ def pool() -> ThreadPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = ThreadPoolExecutor(threads(), thread_name_prefix="gpu_tc-worker")
+            _POOL = ThreadPoolExecutor(threads(), thread_name_prefix=PREFIX)
         return _POOL
+
+
+def on_worker() -> bool:
+    """Whether the calling thread is one of the workers (a part that splits again would
+    wait on the others' queue)."""
+    return threading.current_thread().name.startswith(PREFIX)
+
+
+def _forget_in_child() -> None:
+    """A forked child has none of the parent's threads: it starts its own pool."""
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)

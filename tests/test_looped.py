@@ -4,12 +4,14 @@ the reference kernel at every alpha, beta and dtype, and where it is not offered
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from helpers import assert_close, call_until_reason, random_array, reference_einsum
 
 import gpu_tc
-from cpu_fallback import mkl, tiling
+from cpu_fallback import mkl, openmp, tiling, workers
 from cpu_fallback.contraction import CpuContractionPlan, TiledRun
 from cpu_fallback.tiling import Cut, Tiling, copy_bytes, uncopied
 from gpu_tc.backend import Scalars
@@ -152,8 +154,14 @@ def test_a_loop_split_over_threads_computes_the_reference(cut, workers, dtype):
 def test_one_thread_is_this_threads_alone_and_undone_after():
     engine = _mkl_engine()
     before = engine.threads()
-    with engine.one_thread():
+    with pytest.raises(ValueError), engine.one_thread():
         assert engine.threads() == 1
+        with engine.one_thread():
+            assert engine.threads() == 1
+        assert engine.threads() == 1
+        elsewhere = workers.pool().submit(engine.threads).result()
+        assert elsewhere != 1 or before == 1  # another thread keeps its own count
+        raise ValueError
     assert engine.threads() == before
 
 
@@ -172,3 +180,85 @@ def test_the_mkl_loop_is_split_where_threads_and_memory_allow(small_loops):
     tight = CpuContractionPlan(problem, "heuristic", d_bytes - 1, engine=engine, loop=loop)
     assert "split" not in tight.reason
     assert "split" not in CpuContractionPlan(problem, "heuristic", None, loop=loop).reason
+
+
+@pytest.mark.parametrize("layout", ["reordered", "strided"])
+def test_the_threads_own_d_is_laid_out_as_d(layout):
+    """D's labels a and e merge into one matrix axis in D's memory ('b' innermost), not
+    in C order of D's labels 'abe', with or without gaps: the threads' own sums, laid
+    out as D, are added into it right (C-ordered ones lost them: their matrix view was
+    a copy)."""
+    engine = _mkl_engine()
+    expr, extents = "dcae,cbd->abe", {"a": 8, "b": 36, "c": 23, "d": 38, "e": 5}
+    a, b = _operands(expr, extents, "float64")
+    exact, scale = reference_einsum(expr, a, b)
+    memory = np.full((8, 5, 36, 2) if layout == "strided" else (8, 5, 36), np.nan)
+    d = (memory[..., 1] if layout == "strided" else memory).transpose(0, 2, 1)
+    problem = gpu_tc.prepare(expr, a, b, out=d)._plan.program.final
+    run = TiledRun(problem, "heuristic", Tiling(Cut("c", 23, 1), None, 0, 0), engine, 2)
+    assert run.workers == 2
+    run.execute(a, b, d, Scalars(1.0, 0.0), None)
+    assert_close(d, exact, "float64", scale)
+    if layout == "strided":
+        assert np.isnan(memory[..., 0]).all()
+
+
+def test_a_full_contraction_split_over_threads_adds_their_sums():
+    engine = _mkl_engine()
+    extents = {"a": 9, "b": 40, "c": 38}
+    problem = _problem("abc,bac->", extents)
+    a, b = _operands("abc,bac->", extents, "float64")
+    exact, scale = reference_einsum("abc,bac->", a, b)
+    d = np.array(np.nan)
+    TiledRun(problem, "heuristic", Tiling(Cut("a", 9, 1), None, 0, 0), engine, 2).execute(
+        a, b, d, Scalars(1.0, 0.0), None)
+    assert_close(d, exact, "float64", scale)
+
+
+def test_the_threads_are_capped_by_the_chunks_and_by_mkl_now(monkeypatch):
+    engine = _mkl_engine()
+    problem = _problem(LONG_K, EXTENTS)
+    assert TiledRun(problem, "heuristic", Tiling(Cut("c", 23, 8), None, 0, 0), engine,
+                    50).workers == 3
+    run = TiledRun(problem, "heuristic", Tiling(Cut("c", 23, 1), None, 0, 0), engine, 2)
+    a, b = _operands(LONG_K, EXTENTS, "float64")
+    exact, scale = reference_einsum(LONG_K, a, b)
+
+    def no_pool():
+        raise AssertionError("split where it should run on the calling thread")
+
+    monkeypatch.setattr(workers, "pool", no_pool)
+    for case in ("mkl limited to one thread", "forked child"):
+        with monkeypatch.context() as patch:
+            if case == "forked child":
+                patch.setattr(openmp, "forked", lambda: True)
+            else:
+                patch.setattr(engine, "threads", lambda: 1)
+            d = np.full((36, 40), np.nan)
+            run.execute(a, b, d, Scalars(1.0, 0.0), None)
+            assert_close(d, exact, "float64", scale)
+
+
+def test_a_thread_that_fails_fails_the_call_after_every_thread_ended(monkeypatch):
+    """The caller's part fails at once while another part still runs: the call raises
+    only once every part has ended (none writes D after it returns)."""
+    engine = _mkl_engine()
+    problem = _problem(LONG_K, EXTENTS)
+    run = TiledRun(problem, "heuristic", Tiling(Cut("c", 23, 1), None, 0, 0), engine, 3)
+    plain = TiledRun._run
+    finished = []
+
+    def failing(self, a, b, d, scalars, c, chunks, serial):
+        if chunks[0][0] == 0:
+            raise RuntimeError("the caller's part")
+        if chunks[0][0] == 15:
+            time.sleep(0.3)
+        plain(self, a, b, d, scalars, c, chunks, serial)
+        finished.append(chunks[0][0])
+
+    monkeypatch.setattr(TiledRun, "_run", failing)
+    monkeypatch.setattr(engine, "threads", lambda: 3)  # three parts on any host
+    a, b = _operands(LONG_K, EXTENTS, "float64")
+    with pytest.raises(RuntimeError, match="the caller's part"):
+        run.execute(a, b, np.empty((36, 40)), Scalars(1.0, 0.0), None)
+    assert sorted(finished) == [7, 15]
