@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from concurrent import futures
 from typing import Any
 
@@ -197,11 +198,11 @@ class TiledRun:
     CpuContractionPlan of the tile; the operand of an outer chunk is packed once; the
     chunks of a contracted label after the first add into their D tile.
 
-    With ``workers`` > 1 (MKL's engine, calls with beta = 0), the outer chunks are split
-    among that many threads (cpu_fallback.workers), each running MKL on itself alone
-    (MklEngine.one_thread): no OpenMP launch per tile. Where the outer label is
-    contracted, each thread but the caller's adds its chunks into a D of its own, added
-    into D at the end.
+    With ``workers`` > 1 (MKL's engine, calls with beta = 0), that many threads
+    (cpu_fallback.workers) take the outer chunks one at a time as they finish, each
+    running MKL on itself alone (MklEngine.one_thread): no OpenMP launch per tile. Where
+    the outer label is contracted, each thread but the caller's adds its chunks into a D
+    of its own, added into D at the end.
     """
 
     def __init__(self, problem: ContractionProblem, policy: str, tiling: Tiling,
@@ -249,15 +250,27 @@ class TiledRun:
             self._run(a, b, d, scalars, c, chunks, False)
             return
         assert engine is not None
-        parts = [chunks[i * len(chunks) // count:(i + 1) * len(chunks) // count]
-                 for i in range(count)]
         adds = self._accumulating[0]
         # Each thread's own D, laid out as D (its tile plans were lowered for D's order).
-        targets = [d] + [np.empty_like(d, order="K") if adds else d for _ in parts[1:]]
+        targets = [d] + [np.empty_like(d, order="K") if adds else d for _ in range(count - 1)]
+        left, lock = iter(chunks), threading.Lock()
+        ran, failed = [False] * count, threading.Event()
 
         def work(k: int) -> None:
-            with engine.one_thread():
-                self._run(a, b, targets[k], scalars, None, parts[k], True)
+            """Take the next chunk until none is left (a thread slowed by the host takes
+            fewer), its first written into the thread's D, the later ones added."""
+            try:
+                with engine.one_thread():
+                    while not failed.is_set():
+                        with lock:
+                            chunk = next(left, None)
+                        if chunk is None:
+                            return
+                        self._run(a, b, targets[k], scalars, None, [chunk], True, ran[k])
+                        ran[k] = True
+            except BaseException:
+                failed.set()
+                raise
 
         jobs = [workers.pool().submit(work, k) for k in range(1, count)]
         try:
@@ -266,16 +279,21 @@ class TiledRun:
             futures.wait(jobs)  # none still writing D when this returns or raises
         for job in jobs:
             job.result()
-        for target in targets[1:] if adds else ():
+        sums = [target for target, done in zip(targets, ran) if done] if adds else []
+        if sums and sums[0] is not d:
+            np.copyto(d, sums[0])
+        for target in sums[1:]:
             np.add(d, target, out=d)
 
     def _run(self, a: Any, b: Any, d: Any, scalars: Scalars, c: Any,
-             chunks: list[tuple[int, int]], serial: bool) -> None:
-        """The tiles of the outer ``chunks`` (all of the inner ones), into ``d``."""
+             chunks: list[tuple[int, int]], serial: bool, adding: bool = False) -> None:
+        """The tiles of the outer ``chunks`` (all of the inner ones), into ``d``;
+        ``adding``: every chunk of a contracted outer label adds into ``d``."""
         alpha, beta = scalars.alpha, scalars.beta
         inner = self.tiling.inner
         inner_chunks = inner.chunks() if inner else [(0, 0)]
-        firsts = (chunks[0][0], 0)  # a contracted chunk past these adds into D
+        # A contracted chunk past these adds into D.
+        firsts = (-1 if adding else chunks[0][0], 0)
         for start, stop in chunks:
             held_mat = None
             for inner_start, inner_stop in inner_chunks:

@@ -4,6 +4,7 @@ the reference kernel at every alpha, beta and dtype, and where it is not offered
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -240,25 +241,54 @@ def test_the_threads_are_capped_by_the_chunks_and_by_mkl_now(monkeypatch):
 
 
 def test_a_thread_that_fails_fails_the_call_after_every_thread_ended(monkeypatch):
-    """The caller's part fails at once while another part still runs: the call raises
-    only once every part has ended (none writes D after it returns)."""
+    """The caller's first chunk fails while another thread's is still running: the call
+    raises only once that chunk has ended (none writes D after it returns), and no
+    thread takes a chunk after the failure."""
+    engine = _mkl_engine()
+    problem = _problem(LONG_K, EXTENTS)
+    run = TiledRun(problem, "heuristic", Tiling(Cut("c", 23, 1), None, 0, 0), engine, 2)
+    plain = TiledRun._run
+    caller = threading.current_thread()
+    finished = []
+
+    def failing(self, a, b, d, scalars, c, chunks, serial, adding=False):
+        if threading.current_thread() is caller:
+            time.sleep(0.05)  # the other thread has started its chunk
+            raise RuntimeError("the caller's chunk")
+        time.sleep(0.3)
+        plain(self, a, b, d, scalars, c, chunks, serial, adding)
+        finished.append(chunks[0][0])
+
+    monkeypatch.setattr(TiledRun, "_run", failing)
+    monkeypatch.setattr(engine, "threads", lambda: 2)
+    a, b = _operands(LONG_K, EXTENTS, "float64")
+    with pytest.raises(RuntimeError, match="the caller's chunk"):
+        run.execute(a, b, np.empty((36, 40)), Scalars(1.0, 0.0), None)
+    assert len(finished) == 1
+
+
+def test_threads_take_the_chunks_as_they_finish(monkeypatch):
+    """A slow thread takes fewer chunks; the sums of those that took any are added (the
+    caller's own D written first where it took none)."""
     engine = _mkl_engine()
     problem = _problem(LONG_K, EXTENTS)
     run = TiledRun(problem, "heuristic", Tiling(Cut("c", 23, 1), None, 0, 0), engine, 3)
     plain = TiledRun._run
-    finished = []
+    caller = threading.current_thread()
+    taken: dict[str, int] = {}
 
-    def failing(self, a, b, d, scalars, c, chunks, serial):
-        if chunks[0][0] == 0:
-            raise RuntimeError("the caller's part")
-        if chunks[0][0] == 15:
-            time.sleep(0.3)
-        plain(self, a, b, d, scalars, c, chunks, serial)
-        finished.append(chunks[0][0])
+    def slow_caller(self, a, b, d, scalars, c, chunks, serial, adding=False):
+        if threading.current_thread() is caller:
+            time.sleep(0.5)
+        name = threading.current_thread().name
+        taken[name] = taken.get(name, 0) + 1
+        plain(self, a, b, d, scalars, c, chunks, serial, adding)
 
-    monkeypatch.setattr(TiledRun, "_run", failing)
-    monkeypatch.setattr(engine, "threads", lambda: 3)  # three parts on any host
+    monkeypatch.setattr(TiledRun, "_run", slow_caller)
+    monkeypatch.setattr(engine, "threads", lambda: 3)
     a, b = _operands(LONG_K, EXTENTS, "float64")
-    with pytest.raises(RuntimeError, match="the caller's part"):
-        run.execute(a, b, np.empty((36, 40)), Scalars(1.0, 0.0), None)
-    assert sorted(finished) == [7, 15]
+    exact, scale = reference_einsum(LONG_K, a, b)
+    d = np.full((36, 40), np.nan)
+    run.execute(a, b, d, Scalars(-1.5, 0.0), None)
+    assert_close(d, -1.5 * exact, "float64", 1.5 * scale)
+    assert taken.get(caller.name, 0) <= 1 and sum(taken.values()) == 23
