@@ -91,8 +91,7 @@ class CpuContractionPlan(PlanDefaults):
         for staged in (False, True):
             if loop is not None and not staged:
                 run = self._tiled[False] = _looped(problem, policy, loop, engine, budget)
-                own_d = accumulates(problem, loop.outer) * _bytes(problem.d)
-                peaks.append((run.workers - 1) * own_d)
+                peaks.append(run.split_bytes)
                 if run.workers > 1:
                     self.reason += f"; split over {run.workers} threads, MKL on one thread each"
                 continue
@@ -226,6 +225,14 @@ class TiledRun:
             for sizes in itertools.product(*({hi - lo for lo, hi in c.chunks()}
                                              for c in self._cuts)):
                 self._plan(sizes, True)
+
+    @property
+    def split_bytes(self) -> int:
+        """The threads' own sums of D (all but the caller's), where the outer label is
+        contracted and the run is split; else 0."""
+        if self.workers == 1 or not self._accumulating[0]:
+            return 0
+        return (self.workers - 1) * _bytes(self._problem.d)
 
     def _plan(self, sizes: tuple[int, ...], serial: bool) -> CpuContractionPlan:
         plan = self._plans.get((sizes, serial))

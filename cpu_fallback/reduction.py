@@ -32,6 +32,8 @@ from .sum_layout import BLOCK, cuts, row_layout
 # saves. A view with no unit-stride axis (a strided diagonal) costs a cache line per element.
 THREAD_MIN_BYTES = 8 << 20
 CACHE_LINE = 64
+
+
 def traffic(a: TensorSpec) -> int:
     """Bytes of memory a pass over ``a`` moves: its size, or a cache line per element
     when no axis has unit stride."""

@@ -182,6 +182,14 @@ def _widest(spec: TensorSpec, labels: str) -> list[str]:
     return moving[:LABELS_PER_ROLE]
 
 
+def _cut_groups(problem: ContractionProblem) -> list[list[str]]:
+    """The labels tried as cuts, per role: A's side (free in A, or batch), B's side
+    (free in B), contracted (see :func:`_widest`)."""
+    roles = problem.roles
+    return [_widest(problem.a, roles.batch + roles.free_a), _widest(problem.b, roles.free_b),
+            _widest(problem.a, roles.contracted)]
+
+
 def accumulates(problem: ContractionProblem, cut: Cut | None) -> bool:
     """Whether ``cut`` is of a contracted label (its chunks add into one D tile)."""
     return cut is not None and cut.label not in problem.d.labels
@@ -303,9 +311,7 @@ def uncopied(problem: ContractionProblem, policy: str, blas_adds: bool) -> Tilin
     ``blas_adds`` as in :func:`choose`."""
     if _measure(problem, policy, False, blas_adds, None, None).peak_bytes == 0:
         return None
-    roles = problem.roles
-    groups = [_widest(problem.a, roles.batch + roles.free_a), _widest(problem.b, roles.free_b),
-              _widest(problem.a, roles.contracted)]
+    groups = _cut_groups(problem)
     tuples: list[tuple[str, ...]] = [(x,) for group in groups for x in group]
     tuples += [(x, y) for i, gx in enumerate(groups) for gy in groups[i + 1:]
                for x in gx for y in gy]
@@ -334,9 +340,7 @@ def choose(
     untiled = _measure(problem, policy, staged, blas_adds, None, None)
     if untiled.peak_bytes <= budget:
         return untiled
-    roles = problem.roles
-    groups = [_widest(problem.a, roles.batch + roles.free_a), _widest(problem.b, roles.free_b),
-              _widest(problem.a, roles.contracted)]
+    groups = _cut_groups(problem)
     pairs: list[tuple[str, str | None]] = [(x, None) for group in groups for x in group]
     pairs += [(x, y) for i, gx in enumerate(groups) for j, gy in enumerate(groups) if i != j
               for x in gx for y in gy]

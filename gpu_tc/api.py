@@ -193,6 +193,7 @@ def reduce(
     warm = (out is None and c is None and type(alpha) is int and alpha == 1
             and type(beta) is int and beta == 0)
     backend = backend_of_type(type(a)) if warm else None
+    key = None
     if backend is not None:
         key = reduce_warm_key(backend, subscripts, a, op, op_a)
         plan = None if key is None else PLAN_CACHE.programs.peek(key)
@@ -203,8 +204,7 @@ def reduce(
     context = f"reduce({subscripts!r})"
     check_operators({"op": (ReduceOp, op), "op_a": (UnaryOp, op_a)}, context)
     call = bind([a], out, context, c if beta else None)
-    warm_key = reduce_warm_key(call.backend, subscripts, a, op, op_a) if warm else None
-    plan = stage_plan(call, "reduce", subscripts, {"op": op, "op_a": op_a}, warm_key)
+    plan = stage_plan(call, "reduce", subscripts, {"op": op, "op_a": op_a}, key)
     scalars = checked_scalars(subscripts, plan.output.dtype, alpha=alpha, beta=beta)
     addend = call.addend(plan.output)
     return run(plan, call.backend, call.operands, out, scalars, addend)
