@@ -174,8 +174,13 @@ class HostPool:
             self._peak_in_use = sum(_size(b) for b in self._buffers)
 
     def _take(self, size: int) -> np.ndarray | None:
-        """An idle buffer of ``size`` bytes, moved to the newest end; or None."""
-        for index in _idle(self._buffers):
+        """The idle buffer of ``size`` bytes taken last, moved to the newest end; or None.
+
+        The one taken last was written last: the caches hold most of it. Taking the
+        oldest, two idle buffers of one size (two results once alive at once) took
+        turns from call to call, and a loop's results spanned twice the cache.
+        """
+        for index in reversed(_idle(self._buffers)):
             if _size(self._buffers[index]) == size:
                 self._buffers.append(self._buffers.pop(index))
                 return self._buffers[-1]

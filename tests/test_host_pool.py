@@ -41,6 +41,34 @@ def test_idle_buffer_is_reused_and_rounded_to_the_granule():
     assert (pool.stats().hits, pool.stats().misses) == (1, 1)
 
 
+def test_the_buffer_taken_last_is_reused_first():
+    """Two idle buffers of one size: every request gets the one freed last, not each in
+    turn (a result that alternated between them spanned twice the cache)."""
+    pool = HostPool(limit=1 << 30)
+    x, y = pool.empty(BIG, "float64"), pool.empty(BIG, "float64")
+    newest = _address(y)
+    del x, y
+    assert pool.stats().idle_bytes == 2 * (8 << 20)
+    assert [_address(pool.empty(BIG, "float64")) for _ in range(4)] == [newest] * 4
+    kept = pool.empty(BIG, "float64")  # in use: the other buffer is next
+    assert _address(kept) == newest
+    assert _address(pool.empty(BIG, "float64")) != newest
+
+
+def test_einsum_results_in_a_loop_reuse_one_buffer():
+    rng = np.random.default_rng(0)
+    a, b = rng.random((8192, 32)), rng.random((64, 32))  # a 4 MiB result: pooled
+    first, second = gpu_tc.einsum("ik,jk->ij", a, b), gpu_tc.einsum("ik,jk->ij", a, b)
+    del first, second  # two idle buffers of the result's size
+    addresses = set()
+    for _ in range(4):
+        out = gpu_tc.einsum("ik,jk->ij", a, b)
+        addresses.add(_address(out))
+        np.testing.assert_allclose(out, a @ b.T, rtol=1e-12)
+        del out
+    assert len(addresses) == 1
+
+
 def test_a_live_view_keeps_its_buffer_from_reuse():
     pool = HostPool(limit=1 << 30)
     x = pool.empty(BIG, "float64")
