@@ -25,9 +25,8 @@ from typing import Any
 import numpy as np
 
 from gpu_tc import disk_cache
+from gpu_tc.bench import blas_env
 from gpu_tc.bench.cpu_model import cpu_name
-
-OVERRIDE_PREFIXES = ("OPENBLAS_", "GOTO", "MKL_", "OMP_", "BLIS_", "NUMBA_")
 
 
 def recall(key: str, names: Sequence[str]) -> dict[str, Any] | None:
@@ -84,8 +83,7 @@ def host() -> dict[str, Any]:
         else os.cpu_count(),
         "numpy": np.__version__,
         "blas": _blas(),
-        "overrides": {k: v for k, v in sorted(os.environ.items())
-                      if k.startswith(OVERRIDE_PREFIXES)},
+        "overrides": blas_env.variables(),
     }
 
 

@@ -46,12 +46,12 @@ def test_variables_keep_every_blas_and_threading_override(clean_env):
                         ("GOTO_NUM_THREADS", "2"), ("MKL_CBWR", "AVX2"), ("BLIS_ARCH_TYPE", "zen"),
                         ("KMP_AFFINITY", "compact"), ("VECLIB_MAXIMUM_THREADS", "3"),
                         ("NUMEXPR_NUM_THREADS", "4"), ("OPENBLASX", "no"), ("MY_OMP_X", "no"),
-                        ("KMP_DUPLICATE_LIB_OK", "True")]:
+                        ("KMP_DUPLICATE_LIB_OK", "True"), ("NVPL_BLAS_VERBOSE", "1")]:
         clean_env.setenv(name, value)
     assert blas_env.variables() == {
         "BLIS_ARCH_TYPE": "zen", "GOTO_NUM_THREADS": "2", "KMP_AFFINITY": "compact",
-        "MKL_CBWR": "AVX2", "NUMEXPR_NUM_THREADS": "4", "OMP_NUM_THREADS": "1",
-        "OPENBLAS_CORETYPE": "Haswell", "VECLIB_MAXIMUM_THREADS": "3",
+        "MKL_CBWR": "AVX2", "NUMEXPR_NUM_THREADS": "4", "NVPL_BLAS_VERBOSE": "1",
+        "OMP_NUM_THREADS": "1", "OPENBLAS_CORETYPE": "Haswell", "VECLIB_MAXIMUM_THREADS": "3",
     }
     assert [n for n in blas_env.variables() if blas_env.is_thread_variable(n)] == [
         "GOTO_NUM_THREADS", "NUMEXPR_NUM_THREADS", "OMP_NUM_THREADS", "VECLIB_MAXIMUM_THREADS"]

@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
-# Every variable named so, or listed in NAMES, can override BLAS or threading.
-PREFIXES = ("OPENBLAS_", "GOTO_", "MKL_", "OMP_", "BLIS_", "KMP_")
+# Every variable named so, or listed in NAMES, can override BLAS or threading (NVPL_:
+# NVIDIA's BLAS on Grace hosts, listed wherever it is set, as the others are).
+PREFIXES = ("OPENBLAS_", "GOTO_", "MKL_", "OMP_", "BLIS_", "KMP_", "NVPL_")
 NAMES = ("VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 # Not an override: it lets two OpenMP runtimes load, and threadpoolctl sets it on import.
 IGNORED = ("KMP_DUPLICATE_LIB_OK",)
