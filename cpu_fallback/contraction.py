@@ -339,10 +339,10 @@ class TiledRun:
 def _looped(problem: ContractionProblem, policy: str, loop: Tiling, engine: MklEngine | None,
             budget: int | None) -> TiledRun:
     """The loop of GEMMs on views: split over MKL's thread count (NumPy's BLAS sets its
-    threads for the whole process: one thread runs its loop), fewer where the outer cut
-    has fewer chunks, one where the threads' own copies of D would exceed ``budget``."""
+    threads for the whole process: one thread runs its loop), fewer where ``budget`` has
+    room for fewer of the threads' own copies of D (TiledRun caps it by the chunks)."""
     assert loop.outer is not None
-    count = min(engine.threads() if engine is not None else 1, loop.outer.count)
+    count = engine.threads() if engine is not None else 1
     if budget is not None and accumulates(problem, loop.outer):
         count = min(count, budget // max(1, _bytes(problem.d)) + 1)
     return TiledRun(problem, policy, loop, engine, count)
