@@ -6,22 +6,21 @@ another, so the CPU backend times them on the calls themselves: every call compu
 full, correct result with one of the variants. A :class:`Choice` runs each variant in
 turn, one untimed call, then SAMPLES timed calls in a row, and keeps the one whose
 median timed call is fastest: one call slowed by a load on the host, page faults or
-another library's threads does not count (on the 2-core test host the first calls of a
-new plan took up to 3x the later ones), nor does one lucky call of a variant whose calls
-vary by themselves (a ufunc sum split over Python's threads, whose worker wakes late now
-and then: a 4096^2 'ab->' ran 3.8-8 ms, and kept on its fastest call it ran 0.44x TBLIS
-in the benchmark). The current choice stays unless another beats it by MARGIN. At first
-the choice is variant 0 (a reduction's: NumPy's own reduction, or the OpenMP sums where
-NumPy's would be split over threads), or, where variant 0 is only the rule's guess (a
-contraction's lowerings and orientations), none: the first measurement keeps the
-fastest, and later one faster than the choice at two decisions running takes over under
-the margin too (so does a preferred variant 0 that a decision left): a near tie that the
-first measurement's noise settled does not hold the slower variant for good (TCCG case
-13, float32, half extents: OpenBLAS's packed GEMM kept at 22.1 ms, MKL's at 20.9, 0.877x
-torch; a 4096^2 'ab->' kept the ufunc's split at 4.09 ms over the OpenMP sums' 3.75,
-0.868x torch). The untimed call leads in (page faults, and threads woken: on a virtual
-machine an OpenMP thread that went to sleep during another variant's BLAS call took
-about a millisecond to wake, which a timed call right after the switch would have
+another library's threads does not count, nor does one lucky call of a variant whose
+calls vary by themselves (a ufunc sum split over Python's threads, whose worker wakes
+late now and then: a 4096^2 'ab->' ran 3.8-8 ms, and kept on its fastest call it ran
+0.44x TBLIS in the benchmark). The current choice stays unless another beats it by
+MARGIN. At first the choice is variant 0 (a reduction's: NumPy's own reduction, or the
+OpenMP sums where NumPy's would be split over threads), or, where variant 0 is only the
+rule's guess (a contraction's lowerings and orientations), none: the first measurement
+keeps the fastest, and later one faster than the choice at two decisions running takes
+over under the margin too (so does a preferred variant 0 that a decision left): a near
+tie that the first measurement's noise settled does not hold the slower variant for good
+(TCCG case 13, float32, half extents: OpenBLAS's packed GEMM kept at 22.1 ms, MKL's at
+20.9, 0.877x torch; a 4096^2 'ab->' kept the ufunc's split at 4.09 ms over the OpenMP
+sums' 3.75, 0.868x torch). The untimed call leads in (page faults, and threads woken: on
+a virtual machine an OpenMP thread that went to sleep during another variant's BLAS call
+took about a millisecond to wake, which a timed call right after the switch would have
 charged to a 0.25 ms kernel), so a variant is timed as a run of its own calls finds it,
 or, inside a chain of steps, as the steps around it leave the threads. The lead-in lasts
 longer while another engine's threads still spin (SPIN_SECONDS; OpenBLAS's keep a core
@@ -43,14 +42,16 @@ a time, the first measurement and a re-check 16 calls later fell in one such spe
 TCCG case 36 at half extents kept MKL's batched GEMM (0.31-0.35 ms in a spell or out of
 one) over the small-K kernel (0.31 in the spell, 0.19 out of it). After it, every other
 re-check times only the choice and the variants within CONTENDERS x its time at the last
-decision, the others keeping their times till the next (unless the choice ran more
-than CONTENDERS x slower than then: those times no longer compare, and the others are
-timed too; a 64^4 'ijkj->ik' had kept its threaded column loops at 0.712 ms in a slow
-spell of the host against the threaded loops' 0.593 from before it, 0.652x torch), and
-the pace of those after it counts, where a re-check times variants of several engines,
-the longest SPIN_SECONDS among them (calls wait, or run beside the spinning threads):
-TCCG's 0.2 ms 6-d products at half extents, settled on the small-K kernel, had run 400
-calls at 0.31 ms a call with a re-check of all twelve variants among them (0.20
+decision at their fastest at any decision (after a spell at the first re-check timed a
+64^4 'ijkj->ik''s threaded column loops at 2.76 ms, first 0.34-0.48, its one-thread
+loops ran a benchmark's rounds: 0.553x TBLIS), the others keeping their times till the
+next (unless the choice ran over CONTENDERS x slower than then: those times no longer
+compare, and the others are timed too; the same trace had kept its threaded column loops
+at 0.712 ms in a spell against the threaded loops' 0.593 from before it, 0.652x torch),
+and the pace of those after it counts, where a re-check times variants of several
+engines, the longest SPIN_SECONDS among them (calls wait, or run beside the spinning
+threads): TCCG's 0.2 ms 6-d products at half extents, settled on the small-K kernel, had
+run 400 calls at 0.31 ms a call with a re-check of all twelve variants among them (0.20
 without), most of it in the 0.12 s OpenBLAS's threads spun after its variants were
 timed. Host timings are real here: CPU calls are synchronous.
 
@@ -58,11 +59,11 @@ Where a timed call takes LONG_SECONDS or more (a large GEMM: seconds a call) lea
 and holds matter little (a call's own costs, and other engines' spinning threads, are
 small beside it) and each timed call costs much: the rest of the measurement is long,
 one timed call of each variant, the current choice first, then SAMPLES in all of those
-within CONTENDERS x the fastest; later re-checks time the same way, every
-other one (the first too) of the close variants only: a re-check of TCCG case 12 at
-half extents (~0.3 s a call) had timed a variant 1.5x slower than the choice, one call
-of 0.44-0.49 s among a benchmark's three timed runs, while a variant whose one timed
-call a load slowed still gets timed again.
+within CONTENDERS x the fastest; later re-checks time the same way, every other one (the
+first too) of the close variants only: a re-check of TCCG case 12 at half extents (~0.3
+s a call) had timed a variant 1.5x slower than the choice, one call of 0.44-0.49 s among
+a benchmark's three timed runs, while a variant whose one timed call a load slowed still
+gets timed again.
 
 A choice given a ``key`` (its problem as plain text) saves each decision in the
 persistent cache (:mod:`cpu_fallback.decisions`), and a later process's choice of the
@@ -81,20 +82,17 @@ from collections.abc import Sequence
 from . import decisions, spinning
 from .spinning import SPIN_SECONDS
 
-# Below this many flops a contraction takes well under a millisecond: its variants are
-# not worth timing (the rule's pick runs).
+# Below this many flops a call takes well under a millisecond: the rule's pick runs, untimed.
 MIN_FLOPS = 1 << 22
 SAMPLES = 3
 # Calls of a variant in one measurement: an untimed lead-in, then SAMPLES timed calls.
 RUN = 1 + SAMPLES
 MARGIN = 0.10
 # A timed call this long makes the rest of its measurement long (see above; TCCG case 12
-# at full extents, ~2 s a call, had timed four calls of each of its four variants, two
-# of them 1.6-2.8x slower).
+# at full extents, ~2 s a call, had timed 4 calls each of 4 variants, 2 of them 1.6-2.8x).
 LONG_SECONDS = 0.25
-# The variants every re-check times (the others every other one, after the first; from
-# the first where calls are long): those within this factor of the choice's time; in a
-# long measurement, those timed SAMPLES times (within it of the fastest).
+# Every re-check times the variants that came within this factor of the choice (see
+# above); a long measurement times those within it of the fastest SAMPLES times.
 CONTENDERS = 1.25
 RECHECK_FIRST = 16
 # Seconds from the first decision before the first re-check, at the least (see above).
@@ -138,6 +136,7 @@ class Choice:
         self._rechecks = 0  # re-checks begun
         # The timings the last decision saw (a re-check's partial samples are not shown).
         self._decided_times: list[float] = []
+        self._fastest_times = [math.inf] * count  # each variant's, at any decision
         # (variant, timed) for each call of a measurement: a run of each variant in turn.
         self._queue: deque[tuple[int, bool]] = deque(self._rounds())
         self._calls = 0
@@ -154,6 +153,7 @@ class Choice:
             self.best, self.restored, self._decided = saved["best"], True, True
             self._samples = [[t] for t in saved["seconds"]]
             self._decided_times = list(saved["seconds"])
+            self._fastest_times = list(saved["seconds"])
             self._queue.clear()
             self._fewest_calls = RECHECK_FIRST * RECHECK_GROWTH
             self._recheck = self._calls_before_recheck()
@@ -241,9 +241,9 @@ class Choice:
         return recheck >= 1 and recheck % 2 == parity and bool(self._decided_times)
 
     def _close(self, variant: int) -> bool:
-        """Whether ``variant`` was within CONTENDERS x the choice's time at the last
-        decision."""
-        return (self._decided_times[variant]
+        """Whether ``variant`` at its fastest at any decision was within CONTENDERS x
+        the choice's time at the last (one slow measurement does not leave it out)."""
+        return (self._fastest_times[variant]
                 <= CONTENDERS * self._decided_times[self.best])
 
     def _pick(self, allowed: Sequence[int] | None, pop: bool) -> tuple[int, bool]:
@@ -326,6 +326,7 @@ class Choice:
         # A variant a re-check left out keeps its time from before.
         self._decided_times = [self._time(i) if self._samples[i] or not self._decided_times
                                 else self._decided_times[i] for i in range(len(self.names))]
+        self._fastest_times = list(map(min, self._fastest_times, self._decided_times))
         self._recheck = self._calls_before_recheck()
         if self._key is not None:
             decisions.remember(self._key, self.names, self.best, self._decided_times)
@@ -395,5 +396,5 @@ class Choice:
                 recheck += ": re-checking now"
             return (f"measured: {self.names[self.best]} kept ({times}; {samples}, "
                     f"{MARGIN:.0%} margin for a change{margin}; {rechecks} of those "
-                    f"within {CONTENDERS}x the choice only; {recheck})")
+                    f"ever within {CONTENDERS}x the choice only; {recheck})")
 

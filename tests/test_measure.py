@@ -235,6 +235,28 @@ def test_a_close_recheck_that_finds_the_choice_slowed_times_every_variant():
     assert choice.best == 1
 
 
+def test_a_close_recheck_times_a_variant_that_was_close_before_a_slow_measurement():
+    """A variant that a slow spell made look slow at one re-check, but that came within
+    CONTENDERS x the choice at an earlier decision, is timed at the next re-check too,
+    one of the close variants only: the spell does not keep it out until the one after
+    (RECHECK_GROWTH x later)."""
+    choice = Choice(["threaded", "one thread"])
+    steady = lambda v, n: [1.0, 1.6][v]  # noqa: E731
+    _drive(choice, steady, TWO)
+    assert choice.best == 0
+    _until_rechecked(choice, lambda v, n: [6.0, 1.8][v], 1)  # a spell: threads lose most
+    assert choice.best == 1 and choice._decided_times == [6.0, 1.8]
+    _until_rechecked(choice, steady, 2)  # the close variants only: "threaded" among them
+    assert choice._decided_times == [1.0, 1.6]
+    assert choice.best == 0
+    # A variant never within CONTENDERS x stays out of the close re-checks.
+    far = Choice(["a", "b"])
+    _drive(far, lambda v, n: [1.0, 3.0][v], TWO)
+    _until_rechecked(far, lambda v, n: [1.0, 2.0][v], 1)
+    _until_rechecked(far, lambda v, n: [1.0, 1.1][v], 2)
+    assert far._decided_times == [1.0, 2.0] and far.best == 0
+
+
 @pytest.mark.parametrize("seconds, first, second", [
     # 4 x 0.05 s: 5% of 4 calls; the least wait rules (16, then 16 x 8)
     ([1.0, 1.05], RECHECK_FIRST, RECHECK_FIRST * RECHECK_GROWTH),
