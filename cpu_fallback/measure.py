@@ -91,8 +91,8 @@ MARGIN = 0.10
 # A timed call this long makes the rest of its measurement long (see above; TCCG case 12
 # at full extents, ~2 s a call, had timed 4 calls each of 4 variants, 2 of them 1.6-2.8x).
 LONG_SECONDS = 0.25
-# Every re-check times the variants that came within this factor of the choice (see
-# above); a long measurement times those within it of the fastest SAMPLES times.
+# A re-check of the close variants only times those within this factor of the choice at
+# their fastest (see above); a long measurement, those within it of the fastest, SAMPLES times.
 CONTENDERS = 1.25
 RECHECK_FIRST = 16
 # Seconds from the first decision before the first re-check, at the least (see above).
