@@ -28,32 +28,29 @@ busy for a tenth of a second after each call), and each measurement times the va
 of that engine last. Later the variants are timed SAMPLES times afresh and the choice
 made again under the same margin (or lead, as above): one disturbed run of calls cannot
 pin a slow variant, and a choice made under a passing load is undone at the next
-re-check that times the faster variant. A re-check comes after at least RECHECK_FIRST
-calls, then 8x as many each time, and never before the calls since the choice have taken
-1 / RECHECK_SHARE times what the re-check will cost by the last timings: the slower
-variants' calls (where a variant is several times slower than the choice, a one-thread
-reduction against a threaded one, its re-check waits until it costs at most a
-RECHECK_SHARE of the time). The first re-check times every variant, soon, to undo a
-first measurement a passing load disturbed (TCCG case 19 at half extents once timed the
-small-K kernel at 5.1 ms against its usual 1.8-2.2 and kept BLAS at 3.5 ms: 0.73x torch
-in the runner), but not before FIRST_RECHECK_SECONDS have passed since the first
-decision: on a 2-core EPYC VM two threads' work ran at one thread's speed for seconds at
-a time, the first measurement and a re-check 16 calls later fell in one such spell, and
-TCCG case 36 at half extents kept MKL's batched GEMM (0.31-0.35 ms in a spell or out of
-one) over the small-K kernel (0.31 in the spell, 0.19 out of it). After it, every other
-re-check times only the choice and the variants within CONTENDERS x its time at the last
-decision at their fastest at any decision (after a spell at the first re-check timed a
-64^4 'ijkj->ik''s threaded column loops at 2.76 ms, first 0.34-0.48, its one-thread
-loops ran a benchmark's rounds: 0.553x TBLIS), the others keeping their times till the
-next (unless the choice ran over CONTENDERS x slower than then: those times no longer
-compare, and the others are timed too; the same trace had kept its threaded column loops
-at 0.712 ms in a spell against the threaded loops' 0.593 from before it, 0.652x torch),
+re-check that times the faster variant. When re-checks come is
+:mod:`cpu_fallback.pacing`'s: soon after a decision that makes or changes the choice,
+then further apart, each costing at most a small share of the time. The first re-check
+times every variant; after it, every other re-check times only the choice and the
+variants within CONTENDERS x its time at the last decision at their fastest at any
+decision (after a spell at the first re-check timed a 64^4 'ijkj->ik''s threaded
+column loops at 2.76 ms, first 0.34-0.48, its one-thread loops ran a benchmark's
+rounds: 0.553x TBLIS), the others keeping their times till the next (unless the choice
+ran over CONTENDERS x slower than then: those times no longer compare, and the others
+are timed too; the same trace had kept its threaded column loops at 0.712 ms in a spell
+against the threaded loops' 0.593 from before it, 0.652x torch),
 and the pace of those after it counts, where a re-check times variants of several
 engines, the longest SPIN_SECONDS among them (calls wait, or run beside the spinning
 threads): TCCG's 0.2 ms 6-d products at half extents, settled on the small-K kernel, had
 run 400 calls at 0.31 ms a call with a re-check of all twelve variants among them (0.20
 without), most of it in the 0.12 s OpenBLAS's threads spun after its variants were
-timed. Host timings are real here: CPU calls are synchronous.
+timed. A re-check that would change the choice while the choice ran over CONTENDERS x
+slower than at its fastest at any decision (a spell of the host, maybe, not the variant)
+changes nothing yet: the next re-check, as soon as after a first decision, times the two
+again, and the change holds if it still leads by the margin (in a benchmark's rounds a
+64^4 'ijkj->ik''s threaded column loops were timed at 1.0 ms, their usual 0.33, and
+the one-thread loops, 0.59, took over until after its last run: 0.51x TBLIS). Host
+timings are real here: CPU calls are synchronous.
 
 Where a timed call takes LONG_SECONDS or more (a large GEMM: seconds a call) lead-ins
 and holds matter little (a call's own costs, and other engines' spinning threads, are
@@ -67,8 +64,8 @@ gets timed again.
 
 A choice given a ``key`` (its problem as plain text) saves each decision in the
 persistent cache (:mod:`cpu_fallback.decisions`), and a later process's choice of the
-same key starts from it: no call timed until its first re-check, of every variant,
-RECHECK_GROWTH times later than a fresh choice's.
+same key starts from it: no call timed until its first re-check, of every variant (later
+than a fresh choice's: :mod:`cpu_fallback.pacing`).
 """
 
 from __future__ import annotations
@@ -79,7 +76,8 @@ import time
 from collections import deque
 from collections.abc import Sequence
 
-from . import decisions, spinning
+from . import decisions, pacing, spinning
+from .pacing import Pacing
 from .spinning import SPIN_SECONDS
 
 # Below this many flops a call takes well under a millisecond: the rule's pick runs, untimed.
@@ -94,11 +92,6 @@ LONG_SECONDS = 0.25
 # A re-check of the close variants only times those within this factor of the choice at
 # their fastest (see above); a long measurement, those within it of the fastest, SAMPLES times.
 CONTENDERS = 1.25
-RECHECK_FIRST = 16
-# Seconds from the first decision before the first re-check, at the least (see above).
-FIRST_RECHECK_SECONDS = 1.0
-RECHECK_GROWTH = 8
-RECHECK_SHARE = 0.05
 
 
 class Choice:
@@ -133,16 +126,13 @@ class Choice:
         self.best = 0
         self._long = False  # see LONG_SECONDS
         self._samples: list[list[float]] = [[] for _ in range(count)]
-        self._rechecks = 0  # re-checks begun
         # The timings the last decision saw (a re-check's partial samples are not shown).
         self._decided_times: list[float] = []
         self._fastest_times = [math.inf] * count  # each variant's, at any decision
+        self._pacing = Pacing()
+        self._confirm: int | None = None  # the variant a doubted change would take
         # (variant, timed) for each call of a measurement: a run of each variant in turn.
         self._queue: deque[tuple[int, bool]] = deque(self._rounds())
-        self._calls = 0
-        self._fewest_calls = RECHECK_FIRST  # before the next re-check, at the least
-        self._recheck = RECHECK_FIRST
-        self._first_recheck_at = 0.0  # time.perf_counter() after which it may come
         self._decided = False
         self._lock = threading.Lock()
         self._held_until: float | None = None  # a lead-in's end, at the latest
@@ -155,8 +145,8 @@ class Choice:
             self._decided_times = list(saved["seconds"])
             self._fastest_times = list(saved["seconds"])
             self._queue.clear()
-            self._fewest_calls = RECHECK_FIRST * RECHECK_GROWTH
-            self._recheck = self._calls_before_recheck()
+            self._pacing = Pacing(restored=True)
+            self._schedule_recheck()
 
     @property
     def settled(self) -> bool:
@@ -172,14 +162,10 @@ class Choice:
         """(the variant to run now, among ``allowed``; whether to time it)."""
         with self._lock:
             if not self._queue:
-                self._calls += 1
-                if self._calls <= self._recheck or not self._recheck_due():
+                if not self._pacing.due():
                     # settled: the choice, untimed (a warm call's whole budget is a few
                     # microseconds: no search of the empty queue where all are allowed)
                     return (self.best, False) if allowed is None else self._pick(allowed, False)
-                self._calls = 0  # time afresh
-                self._rechecks += 1
-                self._fewest_calls *= RECHECK_GROWTH
                 self._samples = [[] for _ in self.names]
                 self._queue.extend(self._rounds())
             variant, timed = self._pick(allowed, pop=False)
@@ -187,11 +173,6 @@ class Choice:
                 return variant, False
             self._held_until = None
             return self._pick(allowed, pop=True)
-
-    def _recheck_due(self) -> bool:
-        """Whether a re-check may come now, its calls counted: the first one not before
-        FIRST_RECHECK_SECONDS after the first decision."""
-        return self._rechecks > 0 or time.perf_counter() >= self._first_recheck_at
 
     def _lead_in_longer(self, variant: int) -> bool:
         """Whether a timed call of ``variant`` should wait (an untimed call instead):
@@ -215,7 +196,7 @@ class Choice:
         each, the current choice first (more follow for the contenders, see record).
         Every other re-check, of the choice and the close ones only (see
         :meth:`_close_only`)."""
-        variants = self._timed_next(self._rechecks)
+        variants = self._timed_next(self._pacing.rechecks)
         if self._long:
             return [(v, True) for v in [self.best] + [v for v in variants if v != self.best]]
         return self._runs(variants)
@@ -228,7 +209,10 @@ class Choice:
         return [(v, timed) for v in order for timed in run]
 
     def _timed_next(self, recheck: int) -> list[int]:
-        """The variants measurement number ``recheck`` (0: the first) times."""
+        """The variants measurement number ``recheck`` (0: the first) times: where it
+        confirms a doubted change, the choice and the variant that would take over."""
+        if self._confirm is not None:
+            return sorted({self.best, self._confirm})
         close_only = self._close_only(recheck)
         return [v for v in range(len(self.names))
                 if v == self.best or not close_only or self._close(v)]
@@ -236,9 +220,10 @@ class Choice:
     def _close_only(self, recheck: int) -> bool:
         """Whether re-check number ``recheck`` (1: the first) times only the choice and
         the variants close to it, after a decision: the even ones, or the odd ones where
-        calls are long."""
+        calls are long; and one that confirms a doubted change."""
         parity = 1 if self._long else 0
-        return recheck >= 1 and recheck % 2 == parity and bool(self._decided_times)
+        return self._confirm is not None or (
+            recheck >= 1 and recheck % 2 == parity and bool(self._decided_times))
 
     def _close(self, variant: int) -> bool:
         """Whether ``variant`` at its fastest at any decision was within CONTENDERS x
@@ -305,7 +290,7 @@ class Choice:
         decides: the choice ran over CONTENDERS x slower than at the last decision (the
         others' times from then no longer compare; see the module docstring)."""
         left_out = [v for v in range(len(self.names)) if not self._samples[v]]
-        if (not left_out or not self._decided or not self._close_only(self._rechecks)
+        if (not left_out or not self._decided or not self._close_only(self._pacing.rechecks)
                 or self._time(self.best) <= CONTENDERS * self._decided_times[self.best]):
             return False
         self._queue.extend([(v, True) for v in left_out] if self._long
@@ -317,17 +302,23 @@ class Choice:
             return
         fastest = min(range(len(self.names)), key=self._time)
         first = not self._decided and not self._incumbent
-        if not self._decided:
-            self._first_recheck_at = time.perf_counter() + FIRST_RECHECK_SECONDS
-        if (first or self._time(fastest) < (1 - MARGIN) * self._time(self.best)
-                or self._ahead_twice(fastest)):
+        change = fastest != self.best and (
+            first or self._time(fastest) < (1 - MARGIN) * self._time(self.best)
+            or self._ahead_twice(fastest))
+        # the choice ran over CONTENDERS x its fastest: a spell, maybe, not the variant
+        doubt = (change and self._decided and self._confirm is None
+                 and self._time(self.best) > CONTENDERS * self._fastest_times[self.best])
+        self._confirm = fastest if doubt else None
+        if not self._decided or change:
+            self._pacing.restart()  # a first decision, a change or a doubt: re-check soon
+        if change and not doubt:
             self.best = fastest
         self._decided, self.restored = True, False
         # A variant a re-check left out keeps its time from before.
         self._decided_times = [self._time(i) if self._samples[i] or not self._decided_times
                                 else self._decided_times[i] for i in range(len(self.names))]
         self._fastest_times = list(map(min, self._fastest_times, self._decided_times))
-        self._recheck = self._calls_before_recheck()
+        self._schedule_recheck()
         if self._key is not None:
             decisions.remember(self._key, self.names, self.best, self._decided_times)
 
@@ -339,20 +330,17 @@ class Choice:
         return ((not self._incumbent or variant == 0) and variant != best
                 and times[variant] < times[best] and self._time(variant) < self._time(best))
 
-    def _calls_before_recheck(self) -> int:
-        """Calls of the choice before the next re-check: at least ``_fewest_calls``,
-        and enough that the re-check's extra time by the last decision's times is at
-        most RECHECK_SHARE of theirs. That time: each variant it times, less the
-        choice, RUN calls of it (where calls are long, SAMPLES of each close variant
+    def _schedule_recheck(self) -> None:
+        """Prices the next re-check for its pacing, by the last decision's times: the
+        time it takes beyond calls of the choice. That time: each variant it times, less
+        the choice, RUN calls of it (where calls are long, SAMPLES of each close variant
         and one of each other); and where it times variants of several engines, the
         choice's SPIN_SECONDS (lead-ins wait for its threads), after the first re-check
         the longest among them, through which calls wait or run beside spinning threads
         (OpenBLAS's made the choice's calls up to 1.7x slower)."""
         times = self._decided_times
         best = times[self.best] if times else 0.0
-        if not 0 < best < float("inf"):
-            return self._fewest_calls
-        timed = self._timed_next(self._rechecks + 1)
+        timed = self._timed_next(self._pacing.rechecks + 1) if times else []
         extra = 0.0
         for variant in timed:
             seconds = times[variant]
@@ -364,9 +352,9 @@ class Choice:
                 extra += (SAMPLES if self._close(variant) else 1) * (seconds - best)
         engines = {self.engines[v] for v in timed}
         if len(engines) > 1 and not self._long:
-            extra += (SPIN_SECONDS[self.engines[self.best]] if self._rechecks == 0
+            extra += (SPIN_SECONDS[self.engines[self.best]] if self._pacing.rechecks == 0
                       else max(SPIN_SECONDS[engine] for engine in engines))
-        return max(self._fewest_calls, math.ceil(extra / (RECHECK_SHARE * best) - 1e-9))
+        self._pacing.schedule(extra, best)
 
     def describe(self) -> str:
         """What was measured and kept, for a plan's reason."""
@@ -380,7 +368,7 @@ class Choice:
             if self.restored:
                 return (f"measured in an earlier process (gpu_tc's route cache): "
                         f"{self.names[self.best]} kept ({times}; re-checked after "
-                        f"{self._recheck} calls)")
+                        f"{self._pacing.wait} calls)")
             samples = (f"the median of up to {SAMPLES} timed calls, one where a call took "
                        f"{CONTENDERS}x the fastest" if self._long
                        else f"the median of the last {SAMPLES} timed calls")
@@ -388,12 +376,15 @@ class Choice:
                       "in two measurements running")
             rechecks = ("every other re-check, the first too," if self._long
                         else "after the first re-check, every other one")
-            recheck = f"re-checked after {self._recheck} calls"
-            if self._rechecks == 0:
-                recheck += (f", the first not before {FIRST_RECHECK_SECONDS:g} s from the "
-                            f"first decision: pending")
-            elif self._queue:
+            recheck = f"re-checked after {self._pacing.wait} calls"
+            if self._confirm is not None:
+                recheck += f" to confirm {self.names[self._confirm]} is faster"
+            if self._queue:
                 recheck += ": re-checking now"
+            elif self._pacing.pending():
+                since = "the first" if self._pacing.rechecks == 0 else "the last"
+                recheck += (f", not before {pacing.FIRST_RECHECK_SECONDS:g} s from {since} "
+                            f"decision: pending")
             return (f"measured: {self.names[self.best]} kept ({times}; {samples}, "
                     f"{MARGIN:.0%} margin for a change{margin}; {rechecks} of those "
                     f"ever within {CONTENDERS}x the choice only; {recheck})")

@@ -20,7 +20,8 @@ import platformdirs
 import pytest
 
 from cpu_fallback import decisions, measure
-from cpu_fallback.measure import RECHECK_FIRST, RECHECK_GROWTH, SAMPLES, Choice
+from cpu_fallback.measure import SAMPLES, Choice
+from cpu_fallback.pacing import RECHECK_FIRST, RECHECK_GROWTH
 from gpu_tc import CacheWarning, disk_cache
 from gpu_tc.bench import blas_env
 from gpu_tc.version import __version__

@@ -11,19 +11,10 @@ import numpy as np
 import pytest
 
 import gpu_tc
-from cpu_fallback import measure, spinning
-from cpu_fallback.measure import (
-    CONTENDERS,
-    MARGIN,
-    RECHECK_FIRST,
-    RECHECK_GROWTH,
-    RECHECK_SHARE,
-    RUN,
-    SAMPLES,
-    SPIN_SECONDS,
-    Choice,
-)
+from cpu_fallback import measure, pacing, spinning
+from cpu_fallback.measure import CONTENDERS, MARGIN, RUN, SAMPLES, SPIN_SECONDS, Choice
 from cpu_fallback.measured_plan import MeasuredPlan, engines
+from cpu_fallback.pacing import RECHECK_FIRST, RECHECK_GROWTH, RECHECK_SHARE
 from gpu_tc import reference
 from gpu_tc.backend import Scalars
 from gpu_tc.gemm import lower, policies
@@ -42,7 +33,7 @@ def _no_threads_spinning(monkeypatch):
     monkeypatch.setattr(measure, "LONG_SECONDS", float("inf"))
     # the calls below are counted, not timed: the first re-check waits for calls only
     # (test_the_first_recheck_waits_a_second_from_the_first_decision sets the clock)
-    monkeypatch.setattr(measure, "FIRST_RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr(pacing, "FIRST_RECHECK_SECONDS", 0.0)
 
 
 def _drive(choice: Choice, seconds, calls: int, log: list[int] | None = None) -> None:
@@ -79,7 +70,7 @@ def test_the_default_stays_unless_another_is_faster_by_the_margin():
 def _until_rechecked(choice: Choice, seconds, rechecks: int) -> None:
     """Calls (``seconds`` as _drive's) until ``rechecks`` re-checks have been decided."""
     for _ in range(100_000):
-        if choice._rechecks >= rechecks and choice.settled:
+        if choice._pacing.rechecks >= rechecks and choice.settled:
             return
         _drive(choice, seconds, 1)
     raise AssertionError(f"{rechecks} re-checks not reached")
@@ -201,9 +192,9 @@ def test_rechecks_time_all_then_the_close_variants_at_growing_intervals():
     second = first + TWO + RECHECK_FIRST * RECHECK_GROWTH
     third = second + RUN + RECHECK_FIRST * RECHECK_GROWTH ** 2
     _drive(choice, lambda v, n: [1.0, 2.0][v], second, log)
-    assert choice._rechecks == 1 and choice.settled
+    assert choice._pacing.rechecks == 1 and choice.settled
     _drive(choice, lambda v, n: [1.0, 2.0][v], RUN, log)
-    assert choice._rechecks == 2 and choice.settled  # "a" alone: RUN calls
+    assert choice._pacing.rechecks == 2 and choice.settled  # "a" alone: RUN calls
     _drive(choice, lambda v, n: [1.0, 2.0][v], third + RUN + 1 - len(log), log)
     # Inside the third re-check ("a" timed afresh, "b" not yet): the decision's times
     assert "a 1e+03 ms, b 2e+03 ms" in choice.describe()
@@ -211,7 +202,7 @@ def test_rechecks_time_all_then_the_close_variants_at_growing_intervals():
     slow = [i for i, v in enumerate(log) if v == 1]
     runs = [RUN + j for j in range(RUN)]  # after the run of "a"
     assert slow == [first + r for r in runs] + [third + r for r in runs]
-    assert choice._rechecks == 3 and choice.best == 0 and choice.settled
+    assert choice._pacing.rechecks == 3 and choice.best == 0 and choice.settled
 
 
 def test_a_close_recheck_that_finds_the_choice_slowed_times_every_variant():
@@ -232,21 +223,48 @@ def test_a_close_recheck_that_finds_the_choice_slowed_times_every_variant():
     assert within.best == 0 and within._decided_times == [CONTENDERS, 2.0]
     _until_rechecked(choice, lambda v, n: [3.0, 2.0][v], 2)
     assert choice._decided_times == [3.0, 2.0]
+    # "a" ran 3x its fastest: the change waits for the next re-check to confirm it
+    assert choice.best == 0 and "to confirm b is faster" in choice.describe()
+    _until_rechecked(choice, lambda v, n: [3.0, 2.0][v], 3)
     assert choice.best == 1
 
 
+def test_a_change_from_a_choice_far_slower_than_at_its_fastest_waits_to_be_confirmed():
+    """A re-check that finds the choice over CONTENDERS x slower than at its fastest (a
+    spell of the host, maybe) changes nothing yet: the next re-check comes after
+    RECHECK_FIRST calls, times the choice and the variant that led, and makes the change
+    only if it still leads by the margin."""
+    steady = lambda v, n: [1.0, 1.6, 5.0][v]  # noqa: E731
+    spell = lambda v, n: [6.0, 1.8, 5.0][v]  # noqa: E731
+    for second, kept in ((steady, 0), (spell, 1)):
+        choice = Choice(["threaded", "one thread", "slow"])
+        _drive(choice, steady, 3 * RUN)
+        _until_rechecked(choice, spell, 1)  # the first re-check times all three
+        assert choice.best == 0 and choice._decided_times == [6.0, 1.8, 5.0]
+        assert "to confirm one thread is faster" in choice.describe()
+        assert choice._pacing.wait == RECHECK_FIRST
+        log: list[int] = []
+        _drive(choice, second, RECHECK_FIRST + 2 * RUN, log)
+        assert log == [0] * RECHECK_FIRST + [0] * RUN + [1] * RUN  # not "slow"
+        assert choice._pacing.rechecks == 2 and choice.settled and choice.best == kept
+        assert "to confirm" not in choice.describe()
+
+
 def test_a_close_recheck_times_a_variant_that_was_close_before_a_slow_measurement():
-    """A variant that a slow spell made look slow at one re-check, but that came within
-    CONTENDERS x the choice at an earlier decision, is timed at the next re-check too,
-    one of the close variants only: the spell does not keep it out until the one after
-    (RECHECK_GROWTH x later)."""
+    """A variant that a slow spell made look slow, but that came within CONTENDERS x
+    the choice at an earlier decision, is timed at the next re-check of the close
+    variants only too: the spell does not keep it out until the one after (RECHECK_GROWTH
+    x later)."""
     choice = Choice(["threaded", "one thread"])
     steady = lambda v, n: [1.0, 1.6][v]  # noqa: E731
+    spell = lambda v, n: [6.0, 1.8][v]  # noqa: E731  # threads lose most
     _drive(choice, steady, TWO)
     assert choice.best == 0
-    _until_rechecked(choice, lambda v, n: [6.0, 1.8][v], 1)  # a spell: threads lose most
+    _until_rechecked(choice, spell, 2)  # doubted at the first, confirmed at the second
     assert choice.best == 1 and choice._decided_times == [6.0, 1.8]
-    _until_rechecked(choice, steady, 2)  # the close variants only: "threaded" among them
+    _until_rechecked(choice, spell, 3)  # every variant: still the spell
+    assert choice.best == 1
+    _until_rechecked(choice, steady, 4)  # the close variants only: "threaded" among them
     assert choice._decided_times == [1.0, 1.6]
     assert choice.best == 0
     # A variant never within CONTENDERS x stays out of the close re-checks.
@@ -302,7 +320,7 @@ def test_rechecks_after_the_first_count_the_threads_left_spinning(blas, waits):
         log: list[int] = []
         _drive(choice, lambda v, n: seconds[v], wait + RUN * len(timed), log)
         assert log == [0] * wait + [v for v in timed for _ in range(RUN)]
-        assert choice._rechecks == number and choice.settled
+        assert choice._pacing.rechecks == number and choice.settled
 
 
 def test_the_variants_of_the_longest_spinning_engine_are_timed_last():
@@ -315,8 +333,9 @@ def test_the_first_recheck_waits_a_second_from_the_first_decision(monkeypatch):
     """A slow spell of the host (two threads' work at one thread's speed, for seconds)
     can cover the first measurement and the calls after it: the first re-check comes
     after its calls and FIRST_RECHECK_SECONDS, whichever is later, and the reason says
-    it is pending until then; the later ones wait for calls only."""
-    monkeypatch.setattr(measure, "FIRST_RECHECK_SECONDS", 1.0)
+    it is pending until then; so does the first after a re-check that changed the
+    choice; the others wait for calls only."""
+    monkeypatch.setattr(pacing, "FIRST_RECHECK_SECONDS", 1.0)
     now = [100.0]
     monkeypatch.setattr(measure.time, "perf_counter", lambda: now[0])
     choice = Choice(["threaded", "one thread"], incumbent=False)
@@ -330,21 +349,33 @@ def test_the_first_recheck_waits_a_second_from_the_first_decision(monkeypatch):
     assert choice.best == 1 and ": pending" in choice.describe()
     log: list[int] = []
     _drive(choice, seconds, 3 * RECHECK_FIRST, log)  # calls enough, no time passed
-    assert log == [1] * (3 * RECHECK_FIRST) and choice._rechecks == 0
+    assert log == [1] * (3 * RECHECK_FIRST) and choice._pacing.rechecks == 0
     now[0] += 1.0
     spell[0] = False
     variant, timed = choice.next()  # now it comes: every variant timed afresh
-    assert choice._rechecks == 1 and not timed
+    assert choice._pacing.rechecks == 1 and not timed
     assert ": re-checking now" in choice.describe()
     choice.record(variant, seconds(variant, 0), timed)
     _drive(choice, seconds, TWO - 1)
     assert choice.best == 0 and choice.settled
+    # It changed the choice: the next waits a second too, after RECHECK_FIRST calls (it
+    # times "threaded" alone: "one thread" was never within CONTENDERS x its 0.5 s).
+    assert ", not before 1 s from the last decision: pending" in choice.describe()
+    assert choice._pacing.wait == RECHECK_FIRST
+    log.clear()
+    _drive(choice, seconds, 3 * RECHECK_FIRST, log)
+    assert log == [0] * (3 * RECHECK_FIRST) and choice._pacing.rechecks == 1
+    now[0] += 1.0
+    _drive(choice, seconds, RUN + 1)
+    assert choice._pacing.rechecks == 2 and choice.best == 0 and choice.settled
+    # It changed nothing: the next waits for its calls only, RECHECK_GROWTH x more.
     described = choice.describe()
     assert "pending" not in described and "re-checking now" not in described
-    waits = choice._recheck
+    waits = choice._pacing.wait
+    assert waits == RECHECK_FIRST * RECHECK_GROWTH
     log.clear()
-    _drive(choice, seconds, waits + 1, log)  # no clock needed for the second
-    assert choice._rechecks == 2 and log[:waits] == [0] * waits
+    _drive(choice, seconds, waits + 1, log)  # no clock needed
+    assert choice._pacing.rechecks == 3 and log[:waits] == [0] * waits
 
 
 def test_timed_calls_wait_while_another_engines_threads_spin(monkeypatch):
@@ -425,7 +456,7 @@ def test_long_rechecks_time_the_close_variants_without_holds(monkeypatch):
     seconds = {0: 2.0, 1: 2.4}  # 'own' within CONTENDERS x 'blas'
     _until_settled(choice, seconds)
     assert choice.best == 0
-    choice._recheck = 0  # the next call starts a re-check
+    choice._pacing.wait = 0  # the next call starts a re-check
     spinning.until["blas"] = float("inf")  # BLAS's threads spin: no hold when long
     calls = _until_settled(choice, seconds)
     # the choice first, then 'own'; both close: SAMPLES timed calls each, all timed
@@ -446,13 +477,13 @@ def test_every_other_long_recheck_times_only_the_variants_close_to_the_choice(mo
     assert choice.best == 0
     # The re-check's extra: SAMPLES calls of 'close' (0.6 s; 5% of 6 calls), not 'slow'
     # too (8 s more: 86 calls).
-    assert choice._recheck == RECHECK_FIRST
-    choice._recheck = 0
+    assert choice._pacing.wait == RECHECK_FIRST
+    choice._pacing.wait = 0
     seconds[1] = 1.5  # 'close' got faster
     calls = _until_settled(choice, seconds)
     assert 2 not in [v for v, _ in calls] and choice.best == 1
     assert "slow 1e+04 ms" in choice.describe() and "close 1.5e+03 ms" in choice.describe()
-    choice._recheck = 0
+    choice._pacing.wait = 0
     seconds[2] = 1.0  # 'slow' was slowed by a load at its one call
     calls = _until_settled(choice, seconds)
     assert 2 in [v for v, _ in calls] and choice.best == 2
@@ -465,7 +496,7 @@ def test_a_variant_a_long_recheck_left_out_is_still_picked_among_those_allowed(m
     choice = Choice(["best", "slow", "fair"])
     seconds = {0: 2.0, 1: 9.0, 2: 6.0}
     _until_settled(choice, seconds)
-    choice._recheck = 0
+    choice._pacing.wait = 0
     calls = _until_settled(choice, seconds)  # the first re-check: 'best' alone is close
     assert {v for v, _ in calls} == {0}
     assert choice.next(allowed=[1, 2]) == (2, False)
@@ -592,9 +623,9 @@ def test_a_measured_plan_s_fresh_call_runs_the_chosen_plan_s_once_settled(monkey
     assert np.array_equal(plan.fresh(), np.full((2, 3), 2.0))
     assert fast.fresh_calls == 2 and spinning.until == {
         "openmp": clock[0] + SPIN_SECONDS["openmp"]}
-    calls_before = plan.choice._calls
+    calls_before = plan.choice._pacing.calls
     plan.fresh()
-    assert plan.choice._calls == calls_before + 1  # towards the re-check
+    assert plan.choice._pacing.calls == calls_before + 1  # towards the re-check
 
 
 def test_a_measured_plan_has_no_fresh_call_where_no_variant_has_one(monkeypatch):
