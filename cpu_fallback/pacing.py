@@ -31,8 +31,8 @@ import math
 import time
 
 RECHECK_FIRST = 16
-# Seconds from a decision that makes or changes the choice before the next re-check, at
-# the least (see above).
+# Seconds from a decision that makes the choice, changes it or doubts a change before the
+# next re-check, at the least (see above).
 FIRST_RECHECK_SECONDS = 1.0
 RECHECK_GROWTH = 8
 RECHECK_SHARE = 0.05
