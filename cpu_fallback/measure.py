@@ -339,8 +339,8 @@ class Choice:
         the longest among them, through which calls wait or run beside spinning threads
         (OpenBLAS's made the choice's calls up to 1.7x slower)."""
         times = self._decided_times
-        best = times[self.best] if times else 0.0
-        timed = self._timed_next(self._pacing.rechecks + 1) if times else []
+        best = times[self.best]
+        timed = self._timed_next(self._pacing.rechecks + 1)
         extra = 0.0
         for variant in timed:
             seconds = times[variant]
