@@ -81,11 +81,13 @@ def run(found: Found, a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha: comple
     call, wide = found
     if d.shape[0] == 0 or d.shape[1] == 0:
         return True
-    args = _matrix_arguments(a, b, d, wide)
+    args = _arguments(a, b, d, wide)
     if args is None:
         return False
     alpha_arg, beta_arg, _held = scalar_arguments(d.dtype, alpha, beta)
-    (trans_a, trans_b, m, n, k), (a, lda), (b, ldb), ldd, _swapped = args
+    trans_a, trans_b, m, n, k, lda, ldb, ldd, swapped = args
+    if swapped:
+        a, b = b, a
     call(ROW_MAJOR, trans_a, trans_b, m, n, k, alpha_arg, a.ctypes.data, lda,
          b.ctypes.data, ldb, beta_arg, d.ctypes.data, ldd)
     return True
@@ -103,27 +105,47 @@ def run_batched(found: Found, a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha
     count, rows, cols = d.shape
     if count == 0 or rows == 0 or cols == 0:
         return True
-    args = _matrix_arguments(a[0], b[0], d[0], wide)
+    args = _arguments(a[0], b[0], d[0], wide)
     steps = [x.strides[0] // x.itemsize for x in (a, b, d)]
     if args is None or min(steps) < 0 or (not wide and max(*steps, count) >= _LP64_LIMIT):
         return False
-    (trans_a, trans_b, m, n, k), (a0, lda), (b0, ldb), ldd, swapped = args
+    trans_a, trans_b, m, n, k, lda, ldb, ldd, swapped = args
     if steps[2] < ldd * m:
         return False  # MKL refuses a D stride below ldd * m, writing nothing
     if swapped:
+        a, b = b, a
         steps[0], steps[1] = steps[1], steps[0]
     alpha_arg, beta_arg, _held = scalar_arguments(d.dtype, alpha, beta)
-    call(ROW_MAJOR, trans_a, trans_b, m, n, k, alpha_arg, a0.ctypes.data, lda, steps[0],
-         b0.ctypes.data, ldb, steps[1], beta_arg, d.ctypes.data, ldd, steps[2], count)
+    call(ROW_MAJOR, trans_a, trans_b, m, n, k, alpha_arg, a.ctypes.data, lda, steps[0],
+         b.ctypes.data, ldb, steps[1], beta_arg, d.ctypes.data, ldd, steps[2], count)
     return True
 
 
+# _matrix_arguments by the matrices' shapes, byte strides and item size, and ``wide``:
+# a plan calls with the same layouts every time, and working them out again took ~4 us.
+_ARGUMENTS: dict[tuple[Any, ...], tuple[int, ...] | None] = {}
+_ARGUMENTS_MOST = 512
+
+
+def _arguments(a: np.ndarray, b: np.ndarray, d: np.ndarray, wide: bool) -> Any:
+    """:func:`_matrix_arguments` remembered by layout."""
+    key = (a.shape, a.strides, b.shape, b.strides, d.shape, d.strides, d.itemsize, wide)
+    try:
+        return _ARGUMENTS[key]
+    except KeyError:
+        pass
+    if len(_ARGUMENTS) >= _ARGUMENTS_MOST:
+        _ARGUMENTS.clear()
+    args = _ARGUMENTS[key] = _matrix_arguments(a, b, d, wide)
+    return args
+
+
 def _matrix_arguments(a: np.ndarray, b: np.ndarray, d: np.ndarray, wide: bool) -> Any:
-    """((trans A, trans B, m, n, k), (A, lda), (B, ldb), ldd, swapped) of a row-major
-    CBLAS call computing D from A and B (``swapped``: A and B exchanged and transposed,
-    where D is column-major: D^T = B^T A^T); None where a matrix has no unit stride
-    or, with 32-bit integers (``wide`` False), an extent or leading dimension past
-    them."""
+    """(trans A, trans B, m, n, k, lda, ldb, ldd, swapped) of a row-major CBLAS call
+    computing D from A and B (``swapped``: A and B exchanged and transposed, where D is
+    column-major: D^T = B^T A^T; a transpose keeps an array's data pointer); None where
+    a matrix has no unit stride or, with 32-bit integers (``wide`` False), an extent or
+    leading dimension past them."""
     m, n, k = d.shape[0], d.shape[1], a.shape[1]
     d_layout = layout(d)
     if d_layout is None:
@@ -136,8 +158,8 @@ def _matrix_arguments(a: np.ndarray, b: np.ndarray, d: np.ndarray, wide: bool) -
         return None
     if not wide and max(m, n, k, a_layout[1], b_layout[1], d_layout[1]) >= _LP64_LIMIT:
         return None
-    return ((a_layout[0], b_layout[0], m, n, k), (a, a_layout[1]), (b, b_layout[1]),
-            d_layout[1], swapped)
+    return (a_layout[0], b_layout[0], m, n, k, a_layout[1], b_layout[1], d_layout[1],
+            swapped)
 
 
 def scalar_arguments(dtype: np.dtype[Any], alpha: complex,

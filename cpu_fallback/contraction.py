@@ -14,7 +14,6 @@ from gpu_tc.backend import PlanDefaults, Scalars
 from gpu_tc.gemm import (
     BroadcastOperand,
     GemmLowering,
-    MatrixOperand,
     MultiplyLowering,
     lower,
 )
@@ -23,8 +22,8 @@ from gpu_tc.problem import ContractionProblem, TensorSpec
 from . import cblas, kernels, openmp, workers
 from .fresh_call import fresh_call
 from .mkl import MklEngine
-from .permute import copy_permuted, write_scaled
-from .pool import HOST_POOL
+from .permute import write_scaled
+from .stacks import Stack
 from .tiling import (
     Tiling,
     accumulates,
@@ -79,6 +78,8 @@ class CpuContractionPlan(PlanDefaults):
         low = self.lowering
         # D's axes from the (batch, rows, cols) order of an unpacked temporary.
         self._d_order = tuple(np.argsort(low.d.perm)) if isinstance(low, GemmLowering) else ()
+        self._stacks: tuple[Stack, ...] = ((Stack(low.a), Stack(low.b), Stack(low.d))
+                        if isinstance(low, GemmLowering) else ())
         # Untiled copies when beta == 0 and when beta != 0 (D staged), and tiles where
         # they exceed the budget.
         self._tiled: dict[bool, TiledRun | None] = {False: None, True: None}
@@ -123,7 +124,8 @@ class CpuContractionPlan(PlanDefaults):
             return
         low = self.lowering
         if isinstance(low, GemmLowering):
-            self.multiply(_matrix(a, low.a), _matrix(b, low.b), d, alpha, beta, c)
+            stack_a, stack_b, _ = self._stacks
+            self.multiply(stack_a.of(a), stack_b.of(b), d, alpha, beta, c)
         elif isinstance(low, MultiplyLowering):
             product = np.multiply(
                 _broadcast(a, low.a), _broadcast(b, low.b), out=None if beta else d
@@ -162,9 +164,7 @@ class CpuContractionPlan(PlanDefaults):
 
     def pack(self, x: Any, operand: str) -> Any:
         """Operand ``operand`` ("a" or "b") of a GEMM lowering as its matrix stack."""
-        low = self.lowering
-        assert isinstance(low, GemmLowering)
-        return _matrix(x, low.a if operand == "a" else low.b)
+        return self._stacks[0 if operand == "a" else 1].of(x)
 
     def multiply(
         self, a_mat: Any, b_mat: Any, d: Any, alpha: complex, beta: complex, c: Any
@@ -187,7 +187,7 @@ class CpuContractionPlan(PlanDefaults):
             if self._gemm(a_mat, b_mat, d.transpose(low.d.perm).reshape(low.d.shape), alpha,
                           beta):
                 return
-        temp, unmerged = _buffer(low.d, d.dtype)
+        temp, unmerged = self._stacks[2].buffer(d.dtype)
         self._matmul(a_mat, b_mat, temp)
         write_scaled(unmerged.transpose(self._d_order), d, alpha, beta, c)
 
@@ -360,32 +360,6 @@ def _numpy_matmul(a_mat: Any, b_mat: Any, out: Any) -> None:
 def _small_k_module() -> Any:
     """cpu_fallback.small_k, or None (with a warning, once) where it does not import."""
     return kernels.load("small_k", "small-K products run on BLAS")
-
-
-def _buffer(spec: MatrixOperand, dtype: Any) -> tuple[Any, Any]:
-    """A new matrix stack of ``spec.shape`` laid out as ``spec`` asks.
-
-    Returns:
-        The stack (batch..., rows, cols), and the same memory with every label of
-        ``spec.perm`` as its own axis, in ``perm`` order (for packing or unpacking).
-    """
-    axes = spec.memory_axes()
-    memory = HOST_POOL.empty(tuple(spec.grouped[i] for i in axes), dtype)
-    unmerged = memory.transpose(np.argsort(axes))
-    batch = spec.shape[:-2]
-    if spec.transposed:
-        return memory.reshape(batch + (spec.shape[-1], spec.shape[-2])).swapaxes(-1, -2), unmerged
-    return memory.reshape(spec.shape), unmerged
-
-
-def _matrix(x: Any, spec: MatrixOperand) -> Any:
-    """``x`` as a matrix stack: a view, or a packed copy when the lowering says so."""
-    grouped = x.transpose(spec.perm)
-    if not spec.pack:
-        return grouped.reshape(spec.shape)
-    stack, unmerged = _buffer(spec, x.dtype)
-    copy_permuted(grouped, unmerged)
-    return stack
 
 
 def _broadcast(x: Any, spec: BroadcastOperand) -> Any:

@@ -56,7 +56,9 @@ class MeasuredPlan(PlanDefaults):
                              engines(self.plans), incumbent)
         # The most any of the plans takes: each runs while they are timed.
         self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)
-        self.fresh = None if d is None else _fresh_call(self.choice, self.plans, d)
+        # A warm call into a new result where a plan has a fresh call of its own.
+        self.fresh = (None if d is None or not any(plan.fresh for plan in self.plans)
+                      else fresh_call(self.choice, self.plans, [d] * len(self.plans)))
 
     @property
     def route(self) -> str:
@@ -76,18 +78,20 @@ class MeasuredPlan(PlanDefaults):
         timed_run(self.choice, self.plans, inputs, out, scalars, addend)
 
 
-def _fresh_call(choice: Choice, plans: Sequence[PrimitivePlan], d: TensorSpec) -> Any:
-    """``f(*inputs)`` returning a new result laid out as ``d`` (the warm path of a call
-    into a new result): where the call is not timed (settled, or a measurement's
-    lead-in), the picked variant's own fresh call where it has one; else that variant
-    into a new array, timed as execute() would be; None where no plan has a fresh call
-    or ``d`` has gaps."""
+def fresh_call(choice: Choice, plans: Sequence[PrimitivePlan],
+               outputs: Sequence[TensorSpec]) -> Any:
+    """``f(*inputs)`` returning a new result laid out as ``outputs[i]`` for the variant
+    ``i`` the choice picks (the warm path of a call into a new result): where the call
+    is not timed (settled, or a measurement's lead-in), the variant's own fresh call
+    where it has one; else the variant into a new array, timed as execute() would be;
+    None where an output has gaps."""
     calls = [plan.fresh for plan in plans]
-    dense = dense_allocation(d)
-    if dense is None or not any(calls):
-        return None
-    extents, axes = dense
-    dtype = str(np.dtype(d.dtype))
+    allocations = []
+    for d in outputs:
+        dense = dense_allocation(d)
+        if dense is None:
+            return None
+        allocations.append((*dense, str(np.dtype(d.dtype))))
 
     def fresh(*inputs: Any) -> Any:
         variant, timed = choice.next()
@@ -96,6 +100,7 @@ def _fresh_call(choice: Choice, plans: Sequence[PrimitivePlan], d: TensorSpec) -
             result = call(*inputs)
             left_spinning(choice.engines[variant])
             return result
+        extents, axes, dtype = allocations[variant]
         out = HOST_POOL.empty(extents, dtype)
         if axes is not None:
             out = out.transpose(axes)

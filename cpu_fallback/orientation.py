@@ -17,7 +17,14 @@ from gpu_tc.problem import ContractionProblem, TensorSpec
 from gpu_tc.strides import same_layout
 
 from .measure import Choice
-from .measured_plan import MeasuredPlan, choice_key, engines, timed_run, variant_names
+from .measured_plan import (
+    MeasuredPlan,
+    choice_key,
+    engines,
+    fresh_call,
+    timed_run,
+    variant_names,
+)
 
 
 def candidates(plan: PrimitivePlan) -> tuple[PrimitivePlan, ...]:
@@ -56,6 +63,8 @@ class OrientationTrial:
                              engines(self.plans), incumbent=False)
         # The most any of the plans takes: each runs while they are timed.
         self.temporary_bytes = max(plan.temporary_bytes for plan in self.plans)
+        # A warm call into a new result, in the layout of the variant the choice picks.
+        self.fresh = fresh_call(self.choice, self.plans, self._outputs)
 
     @property
     def output(self) -> TensorSpec:

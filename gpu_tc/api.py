@@ -332,7 +332,11 @@ def prepare(
     call = bind(operands, out, f"prepare({subscripts!r})")
     plan = _keyword_plan(call, subscripts, options, dtype, order, casting, optimize)
     layouts = [call.backend.layout(x) for x in call.operands]
-    return Plan(subscripts, plan, call.backend, layouts, out)
+
+    def plan_for(other: Call) -> EinsumPlan:
+        return _keyword_plan(other, subscripts, options, dtype, order, casting, optimize)
+
+    return Plan(subscripts, plan, call.backend, layouts, out, plan_for)
 
 
 def _keyword_plan(

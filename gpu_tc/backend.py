@@ -100,7 +100,14 @@ class PlanDefaults:
 class OrientationTrial(Protocol):
     """A final contraction into a new result whose layout the backend chooses by
     measuring both GEMM orientations, and on the GPU the layout asked for too (see
-    cpu_fallback.orientation and gpu_tc.cuda.layout_trial)."""
+    cpu_fallback.orientation and gpu_tc.cuda.layout_trial).
+
+    Attributes:
+        fresh: A fast path for a warm call, ``fresh(a, b) -> new result`` in the layout
+            the trial picks for it, or None.
+    """
+
+    fresh: Callable[..., Any] | None
 
     @property
     def plan(self) -> PrimitivePlan:

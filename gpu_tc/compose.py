@@ -203,9 +203,12 @@ class EinsumPlan:
             else:
                 self.fast = finished(backend, lambda x: backend.view(x, view, writable=True),
                                      output)
-        elif self._steps and untouched and self._orientation is None:
-            self.fast = None if self.converts else finished(backend, chained(self._steps),
-                                                            output)
+        elif self._steps and untouched and not self.converts:
+            fresh_calls = [(lhs, rhs, plan.fresh) for lhs, rhs, plan, _ in self._steps]
+            if self._orientation is not None:  # the last step's layout is its to pick
+                lhs, rhs, _ = fresh_calls[-1]
+                fresh_calls[-1] = (lhs, rhs, self._orientation.fresh)
+            self.fast = finished(backend, chained(fresh_calls), output)
         elif not self._steps and not self.converts and self._final.fresh is not None:
             self.fast = viewed(backend, program.operands[0], self._final.fresh, output)
         # (plan, problem) per stage: the problem names the labels of the plan's reason.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .backend import Backend, PrimitivePlan
+from .backend import Backend
 from .problem import TensorSpec
 from .program import OperandPrep
 
@@ -58,20 +58,21 @@ def finished(backend: Backend, fast: Any, output: TensorSpec) -> Any:
     return lambda *operands: finish(fast(*operands))
 
 
-def chained(steps: Sequence[tuple[int, int, PrimitivePlan, Any]]) -> Any:
-    """The steps' warm fast paths run in turn, each result fed to the next step (a
-    chain of small contractions without execute()); None unless every step has one.
+def chained(steps: Sequence[tuple[int, int, Callable[..., Any] | None]]) -> Any:
+    """The steps' warm fast paths (lhs, rhs, fresh call) run in turn, each result fed to
+    the next step (a chain of contractions without execute()); None unless every step
+    has one.
 
     The steps' list positions (each step pops its two operands and appends its result)
     become fixed indexes at plan time: a call appends each result and reads by index."""
     count = len(steps) + 1  # the chain's operands
     slots = list(range(count))  # the list of arrays, as indexes of ``values``
     calls: list[tuple[int, int, Callable[..., Any]]] = []
-    for lhs, rhs, plan, _ in steps:
-        if plan.fresh is None:
+    for lhs, rhs, fresh in steps:
+        if fresh is None:
             return None
         b = slots.pop(rhs)
-        calls.append((slots.pop(lhs), b, plan.fresh))
+        calls.append((slots.pop(lhs), b, fresh))
         slots.append(count + len(calls) - 1)  # where the step's result will be
     if len(calls) == 1:
         return calls[0][2]

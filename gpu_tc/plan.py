@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from .backend import UNSCALED, Backend
-from .call import adopt, check_out
+from .call import Call, adopt, check_out
 from .compose import EinsumPlan, relabel
 from .errors import OutputError, PlanStateError, ShapeError
 from .expression import expand, parse
@@ -20,7 +20,10 @@ class Plan:
     """An einsum planned for operands of fixed shapes, strides and dtypes.
 
     Made by :func:`gpu_tc.prepare`. ``route`` and ``reason`` say how each stage runs.
-    After :meth:`free` the plan refuses to execute.
+    After :meth:`free` the plan refuses to execute. A plan made without ``out`` writes
+    an ``out`` laid out otherwise than its new results through a plan of its own for
+    that layout, built at the first such call and held with this one, as
+    ``einsum(..., out=out)`` would (not through a temporary and a copy).
 
     Example:
         >>> import numpy as np, gpu_tc
@@ -38,7 +41,10 @@ class Plan:
         backend: Backend,
         layouts: Sequence[OperandLayout],
         out: Any,
+        plan_for: Callable[[Call], EinsumPlan] | None = None,
     ) -> None:
+        """``plan_for(call)``: the plan of the same einsum and keywords for a call with
+        an ``out`` (None: such an ``out`` goes through a temporary)."""
         self.subscripts = subscripts
         self.backend = backend.name
         self._plan: EinsumPlan | None = plan
@@ -52,6 +58,8 @@ class Plan:
         # The backend's layout keys of operands that passed the checks as they were given
         # (no conversion): a call whose operands have these keys skips the checks.
         self._checked_keys: tuple[Any, ...] | None = None
+        self._plan_for = plan_for
+        self._by_out: dict[Hashable, EinsumPlan] = {}  # plans for an out, by its layout key
 
     @property
     def route(self) -> str:
@@ -121,7 +129,22 @@ class Plan:
         if out is None and all(type(x) is backend.array_type and x is given_x
                                for x, given_x in zip(arrays, operands)):
             self._checked_keys = tuple(backend.layout_key(x) for x in arrays)
+        if given is not None and self._out_layout is None:
+            plan = self._writing(plan, arrays, out, given)
         return run(plan, backend, arrays, out, UNSCALED, None)
+
+    def _writing(self, plan: EinsumPlan, arrays: list[Any], out: Any,
+                 layout: OperandLayout) -> EinsumPlan:
+        """``plan`` where it writes ``out``'s layout, else the plan built for it."""
+        if self._plan_for is None or same_layout(plan.output, layout.strides):
+            return plan
+        key = self._backend.layout_key(out)
+        held = self._by_out.get(key)
+        if held is None:
+            context = f"Plan({self.subscripts!r}).execute"
+            held = self._by_out[key] = self._plan_for(
+                Call(context, self._backend, arrays, out))
+        return held
 
     def autotune(self, iterations: int = 8) -> int:
         """Opt in to autotuning: the next ``iterations`` executions try other kernels.
@@ -138,6 +161,7 @@ class Plan:
     def free(self) -> None:
         """Release the plan's resources; the plan cannot execute afterwards."""
         self._plan = None
+        self._by_out.clear()
 
     def __enter__(self) -> Plan:
         return self

@@ -291,6 +291,29 @@ def test_out_view_written_in_place(out_view, rng):
     assert peak_bytes(lambda: gpu_tc.einsum("ij,jk->ik", a, b, out=out)) < out.nbytes // 4
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_a_held_plan_writes_an_out_of_either_layout_in_place(rng, order, monkeypatch):
+    """A plan made without ``out`` picks its new results' layout by measurement; an
+    ``out`` of the other layout gets a plan of its own, not a temporary and a copy."""
+    from cpu_fallback.backend import CpuBackend
+
+    def no_copy(self, source, destination):
+        raise AssertionError("the result went through a temporary")
+
+    a, b = rng.standard_normal((300, 200)), rng.standard_normal((200, 250))
+    out = np.zeros((300, 250), order=order)
+    with gpu_tc.prepare("ij,jk->ik", a, b) as plan:
+        for _ in range(500):  # through the layout trial's measurement, both layouts
+            plan.execute(a, b)
+            if "measuring" not in plan.reason:
+                break
+        assert "GEMM orientation and lowering" in plan.reason
+        assert "measuring" not in plan.reason
+        monkeypatch.setattr(CpuBackend, "copy_into", no_copy)
+        assert plan.execute(a, b, out=out) is out
+        np.testing.assert_allclose(out, a @ b, rtol=1e-12, atol=1e-12)
+
+
 def test_an_out_differing_only_in_a_size_one_stride_is_written_in_place(rng):
     """A held plan made without ``out`` writes into an ``out`` whose one difference from
     its own layout is the stride of an extent-1 axis (it moves no element)."""

@@ -58,6 +58,7 @@ def _problems() -> tuple[ContractionProblem, ContractionProblem]:
 class _FakePlan:
     route = "_FakePlan"
     temporary_bytes = 0
+    fresh = None
 
     def __init__(self, log: list[int], index: int, seconds: float, clock: list[float]):
         self.log, self.index, self.seconds, self.clock = log, index, seconds, clock
@@ -98,6 +99,21 @@ def test_a_result_allocated_in_one_layout_runs_a_plan_of_that_layout(monkeypatch
     for _ in range(5):
         trial.execute((None, None), np.empty((5, 3)).T, Scalars(), None)
     assert log == [1] * 5
+
+
+def test_a_warm_call_into_a_new_result_runs_the_layout_the_trial_picks(monkeypatch):
+    """The trial's fresh call (the einsum's warm path) times the variants as execute()
+    does, then keeps the faster, each result new and laid out as its variant writes."""
+    clock = [0.0]
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+    log: list[int] = []
+    plans = (_FakePlan(log, 0, 0.003, clock), _FakePlan(log, 1, 0.001, clock))
+    trial = OrientationTrial(plans, _problems(), array_layout)
+    results = [trial.fresh(None, None) for _ in range(MEASURED + 3)]
+    assert log[:MEASURED] == [0] * RUN + [1] * RUN
+    assert log[MEASURED:] == [1] * 3
+    assert [r.flags.c_contiguous for r in results] == [True] * RUN + [False] * (RUN + 3)
+    assert all(r.shape == (3, 5) for r in results)
 
 
 def test_large_einsum_alternates_layouts_and_every_result_is_right(rng, without_mkl):

@@ -49,6 +49,8 @@ class LayoutTrial:
         plan_for: Plans a problem (the backend's plan, with the memory budget applied).
     """
 
+    fresh = None  # every call runs through execute(), which records the timings
+
     def __init__(self, candidates: Sequence[tuple[str, ContractionProblem]],
                  plan_for: Callable[[ContractionProblem], PrimitivePlan]) -> None:
         names, problems, plans = [], [], []
