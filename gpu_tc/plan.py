@@ -15,6 +15,9 @@ from .problem import OperandLayout
 from .run import run
 from .strides import same_layout
 
+# The most layouts of ``out`` a held plan keeps plans for (then it starts again).
+MOST_OUT_LAYOUTS = 8
+
 
 class Plan:
     """An einsum planned for operands of fixed shapes, strides and dtypes.
@@ -41,10 +44,10 @@ class Plan:
         backend: Backend,
         layouts: Sequence[OperandLayout],
         out: Any,
-        plan_for: Callable[[Call], EinsumPlan] | None = None,
+        plan_for: Callable[[Call], EinsumPlan],
     ) -> None:
         """``plan_for(call)``: the plan of the same einsum and keywords for a call with
-        an ``out`` (None: such an ``out`` goes through a temporary)."""
+        an ``out``."""
         self.subscripts = subscripts
         self.backend = backend.name
         self._plan: EinsumPlan | None = plan
@@ -136,11 +139,13 @@ class Plan:
     def _writing(self, plan: EinsumPlan, arrays: list[Any], out: Any,
                  layout: OperandLayout) -> EinsumPlan:
         """``plan`` where it writes ``out``'s layout, else the plan built for it."""
-        if self._plan_for is None or same_layout(plan.output, layout.strides):
+        if same_layout(plan.output, layout.strides):
             return plan
         key = self._backend.layout_key(out)
         held = self._by_out.get(key)
         if held is None:
+            if len(self._by_out) >= MOST_OUT_LAYOUTS:
+                self._by_out.clear()
             context = f"Plan({self.subscripts!r}).execute"
             held = self._by_out[key] = self._plan_for(
                 Call(context, self._backend, arrays, out))
