@@ -539,3 +539,24 @@ def test_a_forked_child_sums_on_its_own_thread_with_the_same_bits():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120)
     assert out.stdout.split() == ["0", "True"]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_diagonals_of_a_stack_have_numpys_bits(dtype, parallel):
+    """'bii->b' over 257 matrices of 3 to 130 rows: short rows whose elements each have a
+    line of their own, so the kernel asks for the next row's lines ahead (and, at 130,
+    rows past one block, which it does not); each diagonal's sum has NumPy's bits."""
+    from cpu_fallback import pairwise_kernel
+
+    rng = np.random.default_rng(11)
+    for n in (3, 17, 64, 129, 130):
+        b = (rng.standard_normal((257, n, n)) * 10.0 ** rng.uniform(-8, 8, (257, n, n))
+             ).astype(dtype)
+        diagonals = np.diagonal(b, axis1=1, axis2=2)
+        problem = _problem(diagonals, "ba", "b")
+        layout = row_layout(problem, problem.d)
+        d = np.full(257, np.nan, dtype)
+        pairwise_kernel.run(diagonals, d, layout, leaf_program(cuts(layout.length, 1)),
+                            parallel=parallel)
+        assert d.tobytes() == np.add.reduce(diagonals, axis=1).tobytes(), n
