@@ -49,8 +49,12 @@ slower than at its fastest at any decision (a spell of the host, maybe, not the 
 changes nothing yet: the next re-check, as soon as after a first decision, times the two
 again, and the change holds if it still leads by the margin (in a benchmark's rounds a
 64^4 'ijkj->ik''s threaded column loops were timed at 1.0 ms, their usual 0.33, and
-the one-thread loops, 0.59, took over until after its last run: 0.51x TBLIS). Host
-timings are real here: CPU calls are synchronous.
+the one-thread loops, 0.59, took over until after its last run: 0.51x TBLIS). A
+variant never within CONTENDERS x the choice gets a GLANCE in a re-check, the rest of a
+run only where its one timed call comes within CONTENDERS x the choice now: such calls
+cost much and decide little (that trace's choice, slowed just after the host woke from
+idle, had its five others timed in full, 18 calls of 0.75-2.2 ms in a benchmark run of
+60 calls of 0.34 ms: 0.41x TBLIS). Host timings are real here: CPU calls are synchronous.
 
 Where a timed call takes LONG_SECONDS or more (a large GEMM: seconds a call) lead-ins
 and holds matter little (a call's own costs, and other engines' spinning threads, are
@@ -74,9 +78,9 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
-from . import decisions, pacing, spinning
+from . import choice_reason, decisions, spinning
 from .pacing import Pacing
 from .spinning import SPIN_SECONDS
 
@@ -85,6 +89,7 @@ MIN_FLOPS = 1 << 22
 SAMPLES = 3
 # Calls of a variant in one measurement: an untimed lead-in, then SAMPLES timed calls.
 RUN = 1 + SAMPLES
+GLANCE = 2  # a lead-in and one timed call: a variant far behind (see above)
 MARGIN = 0.10
 # A timed call this long makes the rest of its measurement long (see above; TCCG case 12
 # at full extents, ~2 s a call, had timed 4 calls each of 4 variants, 2 of them 1.6-2.8x).
@@ -131,6 +136,7 @@ class Choice:
         self._fastest_times = [math.inf] * count  # each variant's, at any decision
         self._pacing = Pacing()
         self._confirm: int | None = None  # the variant a doubted change would take
+        self._glanced: set[int] = set()  # variants this measurement times once (GLANCE)
         # (variant, timed) for each call of a measurement: a run of each variant in turn.
         self._queue: deque[tuple[int, bool]] = deque(self._rounds())
         self._decided = False
@@ -196,17 +202,34 @@ class Choice:
         each, the current choice first (more follow for the contenders, see record).
         Every other re-check, of the choice and the close ones only (see
         :meth:`_close_only`)."""
-        variants = self._timed_next(self._pacing.rechecks)
+        recheck = self._pacing.rechecks
+        variants = self._timed_next(recheck)
         if self._long:
             return [(v, True) for v in [self.best] + [v for v in variants if v != self.best]]
-        return self._runs(variants)
+        self._glanced = {v for v in variants if self._glance_only(v, recheck)}
+        return self._runs(variants, self._glanced)
 
-    def _runs(self, variants: Sequence[int]) -> list[tuple[int, bool]]:
-        """A lead-in then SAMPLES timed calls of each of ``variants``, those whose engine
-        spins longest last."""
-        run = [False] + [True] * SAMPLES
+    def _runs(self, variants: Sequence[int], glanced: Collection[int] = (),
+              timed: int = SAMPLES) -> list[tuple[int, bool]]:
+        """A lead-in then ``timed`` calls (``glanced``: a GLANCE) of each of ``variants``,
+        those whose engine spins longest last."""
         order = sorted(variants, key=lambda v: SPIN_SECONDS[self.engines[v]])
-        return [(v, timed) for v in order for timed in run]
+        return [(v, is_timed) for v in order for is_timed in
+                [False] + [True] * (GLANCE - 1 if v in glanced else timed)]
+
+    def _glance_only(self, variant: int, recheck: int) -> bool:
+        """Whether measurement number ``recheck`` times ``variant`` with a GLANCE: a
+        re-check of every variant, the variant never close (see :meth:`_close`)."""
+        return (bool(self._decided_times) and not self._close_only(recheck)
+                and variant != self.best and not self._close(variant))
+
+    def _look_again(self) -> bool:
+        """After a re-check's glances, the rest of a run for those whose call came within
+        CONTENDERS x the choice's time now; whether any were queued."""
+        glanced, self._glanced = self._glanced, set()
+        again = [v for v in sorted(glanced) if self._time(v) <= CONTENDERS * self._time(self.best)]
+        self._queue.extend(self._runs(again, timed=SAMPLES - 1))
+        return bool(again)
 
     def _timed_next(self, recheck: int) -> list[int]:
         """The variants measurement number ``recheck`` (0: the first) times: where it
@@ -256,6 +279,8 @@ class Choice:
                 return
             if self._long and not self._contenders_timed():
                 return
+            if not self._long and self._look_again():
+                return
             self._decide()
 
     def _go_long(self) -> None:
@@ -263,6 +288,7 @@ class Choice:
         may take longer than the variant does): the rest of the measurement is a long
         one, a timed call of each variant not yet timed, the current choice first."""
         self._long = True
+        self._glanced = set()
         self._queue.clear()
         self._queue.extend((v, True) for v, _ in self._rounds() if not self._samples[v])
 
@@ -293,8 +319,9 @@ class Choice:
         if (not left_out or not self._decided or not self._close_only(self._pacing.rechecks)
                 or self._time(self.best) <= CONTENDERS * self._decided_times[self.best]):
             return False
+        self._glanced = set() if self._long else set(left_out)  # far behind: a glance each
         self._queue.extend([(v, True) for v in left_out] if self._long
-                           else self._runs(left_out))
+                           else self._runs(left_out, self._glanced))
         return True
 
     def _decide(self) -> None:
@@ -333,21 +360,23 @@ class Choice:
     def _schedule_recheck(self) -> None:
         """Prices the next re-check for its pacing, by the last decision's times: the
         time it takes beyond calls of the choice. That time: each variant it times, less
-        the choice, RUN calls of it (where calls are long, SAMPLES of each close variant
-        and one of each other); and where it times variants of several engines, the
+        the choice, RUN calls of it (GLANCE where far behind; where calls are long,
+        SAMPLES of each close variant and one of each other); and where it times variants of several engines, the
         choice's SPIN_SECONDS (lead-ins wait for its threads), after the first re-check
         the longest among them, through which calls wait or run beside spinning threads
         (OpenBLAS's made the choice's calls up to 1.7x slower)."""
         times = self._decided_times
         best = times[self.best]
-        timed = self._timed_next(self._pacing.rechecks + 1)
+        recheck = self._pacing.rechecks + 1
+        timed = self._timed_next(recheck)
         extra = 0.0
         for variant in timed:
             seconds = times[variant]
             if variant == self.best or not best < seconds < float("inf"):
                 continue
             if not self._long:
-                extra += RUN * (seconds - best)
+                extra += (GLANCE if self._glance_only(variant, recheck) else RUN) * (
+                    seconds - best)
             else:
                 extra += (SAMPLES if self._close(variant) else 1) * (seconds - best)
         engines = {self.engines[v] for v in timed}
@@ -357,35 +386,15 @@ class Choice:
         self._pacing.schedule(extra, best)
 
     def describe(self) -> str:
-        """What was measured and kept, for a plan's reason."""
+        """What was measured and kept, for a plan's reason (see choice_reason)."""
         with self._lock:
             if not self._decided:
-                timed = sum(len(s) for s in self._samples)
-                return (f"measuring {len(self.names)} variants ({timed} of "
-                        f"{len(self.names) * SAMPLES} calls timed)")
-            times = ", ".join(f"{name} {seconds * 1e3:.3g} ms"
-                              for name, seconds in zip(self.names, self._decided_times))
-            if self.restored:
-                return (f"measured in an earlier process (gpu_tc's route cache): "
-                        f"{self.names[self.best]} kept ({times}; re-checked after "
-                        f"{self._pacing.wait} calls)")
-            samples = (f"the median of up to {SAMPLES} timed calls, one where a call took "
-                       f"{CONTENDERS}x the fastest" if self._long
-                       else f"the median of the last {SAMPLES} timed calls")
-            margin = ("" if self._incumbent else " after the first measurement, or a lead "
-                      "in two measurements running")
-            rechecks = ("every other re-check, the first too," if self._long
-                        else "after the first re-check, every other one")
-            recheck = f"re-checked after {self._pacing.wait} calls"
-            if self._confirm is not None:
-                recheck += f" to confirm {self.names[self._confirm]} is faster"
-            if self._queue:
-                recheck += ": re-checking now"
-            elif self._pacing.pending():
-                since = "the first" if self._pacing.rechecks == 0 else "the last"
-                recheck += (f", not before {pacing.FIRST_RECHECK_SECONDS:g} s from {since} "
-                            f"decision: pending")
-            return (f"measured: {self.names[self.best]} kept ({times}; {samples}, "
-                    f"{MARGIN:.0%} margin for a change{margin}; {rechecks} of those "
-                    f"ever within {CONTENDERS}x the choice only; {recheck})")
-
+                return choice_reason.measuring(len(self.names),
+                                               sum(len(s) for s in self._samples), SAMPLES)
+            since = "the first" if self._pacing.rechecks == 0 else "the last"
+            return choice_reason.measured(
+                self.names, self.best, self._decided_times, restored=self.restored,
+                long=self._long, incumbent=self._incumbent, samples=SAMPLES, margin=MARGIN,
+                contenders=CONTENDERS, wait=self._pacing.wait, confirm=self._confirm,
+                rechecking=bool(self._queue),
+                pending_since=since if self._pacing.pending() and not self._queue else None)

@@ -88,13 +88,13 @@ def test_a_restored_decision_is_still_rechecked_later_and_a_change_saved(cache):
 
 
 def test_a_restored_decision_waits_as_its_saved_times_say(cache):
-    """The saved times price the re-check: 4 calls of "rule" (a lead-in, 3 timed) at 5 s
-    less 1 s each (16 s) are 5% of 320 calls of 1 s, more than the 128 a restored choice
-    waits."""
+    """The saved times price the re-check: a glance at "rule" (a lead-in, one timed call:
+    it was never within CONTENDERS x the choice) at 5 s less 1 s each (8 s) is 5% of 160
+    calls of 1 s, more than the 128 a restored choice waits."""
     _settle(Choice(["rule", "other"], key=KEY), [5.0, 1.0])
     restored = Choice(["rule", "other"], key=KEY)
-    assert "re-checked after 320 calls" in restored.describe()
-    assert [restored.next() for _ in range(320)] == [(1, False)] * 320
+    assert "re-checked after 160 calls" in restored.describe()
+    assert [restored.next() for _ in range(160)] == [(1, False)] * 160
     assert restored.next()[0] == 0  # the re-check
 
 

@@ -12,7 +12,7 @@ import pytest
 
 import gpu_tc
 from cpu_fallback import measure, pacing, spinning
-from cpu_fallback.measure import CONTENDERS, MARGIN, RUN, SAMPLES, SPIN_SECONDS, Choice
+from cpu_fallback.measure import CONTENDERS, GLANCE, MARGIN, RUN, SAMPLES, SPIN_SECONDS, Choice
 from cpu_fallback.measured_plan import MeasuredPlan, engines
 from cpu_fallback.pacing import RECHECK_FIRST, RECHECK_GROWTH, RECHECK_SHARE
 from gpu_tc import reference
@@ -20,7 +20,8 @@ from gpu_tc.backend import Scalars
 from gpu_tc.gemm import lower, policies
 
 # The hand-computed waits below assume these.
-assert (SAMPLES, RUN, RECHECK_SHARE, RECHECK_FIRST, RECHECK_GROWTH) == (3, 4, 0.05, 16, 8)
+assert (SAMPLES, RUN, GLANCE, RECHECK_SHARE, RECHECK_FIRST, RECHECK_GROWTH) == (
+    3, 4, 2, 0.05, 16, 8)
 # Calls of one measurement of two variants: each a lead-in, then timed SAMPLES times.
 TWO = 2 * RUN
 
@@ -171,12 +172,15 @@ def test_one_disturbed_call_cannot_pin_the_slow_variant():
     during = TWO
     _drive(disturbed, lambda v, n: [5.0, 2.0][v] if n < during else [1.0, 2.0][v], during)
     assert disturbed.best == 1  # the load made "fast" look slow
-    # Re-checking costs 4 calls of "fast" (a lead-in, 3 timed) at 5 s less 2 s each: 12 s,
-    # 5% of 120 calls of 2 s.
-    _drive(disturbed, lambda v, n: [1.0, 2.0][v], 120)
-    assert disturbed.best == 1
-    _drive(disturbed, lambda v, n: [1.0, 2.0][v], TWO)
-    assert disturbed.best == 0  # the first re-check saw the truth
+    # "fast" was never within CONTENDERS x the choice: the re-check glances at it (a
+    # lead-in, one timed call) at 5 s less 2 s each, 6 s, 5% of 60 calls of 2 s; its call
+    # comes within CONTENDERS x, so it gets the rest of a run (a lead-in, 2 timed calls).
+    log: list[int] = []
+    _drive(disturbed, lambda v, n: [1.0, 2.0][v], 60, log)
+    assert disturbed.best == 1 and log == [1] * 60
+    _drive(disturbed, lambda v, n: [1.0, 2.0][v], GLANCE + RUN + SAMPLES, log)
+    assert log[60:] == [0] * GLANCE + [1] * RUN + [0] * SAMPLES
+    assert disturbed.best == 0 and disturbed.settled  # the first re-check saw the truth
 
 
 def test_rechecks_time_all_then_the_close_variants_at_growing_intervals():
@@ -184,12 +188,13 @@ def test_rechecks_time_all_then_the_close_variants_at_growing_intervals():
     within CONTENDERS x its time, the third all again, ..."""
     choice, log = Choice(["a", "b"]), []
     _drive(choice, lambda v, n: [1.0, 2.0][v], TWO)
-    # The first re-check costs 4 x (2 s - 1 s), 5% of 80 calls of 1 s: after 80 calls,
-    # not 16. The second times "a" alone ("b" took 2x), after the 16 x 8 calls that come
-    # first; the third both again, after 16 x 8 x 8.
-    assert "re-checked after 80 calls" in choice.describe()
-    first = 80  # the call that starts the first re-check
-    second = first + TWO + RECHECK_FIRST * RECHECK_GROWTH
+    # The first re-check glances at "b" (2x "a": never within CONTENDERS x), 2 x (2 s -
+    # 1 s), 5% of 40 calls of 1 s: after 40 calls, not 16. The second times "a" alone,
+    # after the 16 x 8 calls that come first; the third both again, after 16 x 8 x 8.
+    assert "re-checked after 40 calls" in choice.describe()
+    first = 40  # the call that starts the first re-check
+    both = RUN + GLANCE  # the calls of a re-check of both: "b" glanced at
+    second = first + both + RECHECK_FIRST * RECHECK_GROWTH
     third = second + RUN + RECHECK_FIRST * RECHECK_GROWTH ** 2
     _drive(choice, lambda v, n: [1.0, 2.0][v], second, log)
     assert choice._pacing.rechecks == 1 and choice.settled
@@ -198,11 +203,48 @@ def test_rechecks_time_all_then_the_close_variants_at_growing_intervals():
     _drive(choice, lambda v, n: [1.0, 2.0][v], third + RUN + 1 - len(log), log)
     # Inside the third re-check ("a" timed afresh, "b" not yet): the decision's times
     assert "a 1e+03 ms, b 2e+03 ms" in choice.describe()
-    _drive(choice, lambda v, n: [1.0, 2.0][v], third + TWO - len(log), log)
+    _drive(choice, lambda v, n: [1.0, 2.0][v], third + both - len(log), log)
     slow = [i for i, v in enumerate(log) if v == 1]
-    runs = [RUN + j for j in range(RUN)]  # after the run of "a"
-    assert slow == [first + r for r in runs] + [third + r for r in runs]
+    glance = [RUN + j for j in range(GLANCE)]  # after the run of "a"
+    assert slow == [first + g for g in glance] + [third + g for g in glance]
     assert choice._pacing.rechecks == 3 and choice.best == 0 and choice.settled
+
+
+@pytest.mark.parametrize("later, again, best", [
+    (2.0, False, 0),  # still far behind: one timed call
+    (1.2, True, 0),  # came close: the rest of a run, but not faster by the margin
+    (0.8, True, 1),  # came close and faster: it takes over
+])
+def test_a_recheck_glances_at_a_variant_far_behind_and_times_it_again_where_it_came_close(
+        later, again, best):
+    """A re-check times a variant never within CONTENDERS x the choice with a GLANCE (a
+    lead-in, one timed call); only where that call comes within CONTENDERS x the choice's
+    time now does it get the rest of a run (a lead-in, SAMPLES - 1 timed calls)."""
+    choice, log = Choice(["a", "b"]), []
+    _drive(choice, lambda v, n: [1.0, 3.0][v], TWO)
+    # the glance costs 2 x (3 s - 1 s), 5% of 80 calls of 1 s
+    assert choice._pacing.wait == 80
+    assert (f"re-checks time those never within {CONTENDERS}x the choice once ({SAMPLES} "
+            f"times where that call is)") in choice.describe()
+    calls = RUN + GLANCE + (SAMPLES if again else 0)
+    _drive(choice, lambda v, n: [1.0, later][v], 80 + calls, log)
+    assert log == [0] * (80 + RUN) + [1] * (calls - RUN)
+    assert choice._pacing.rechecks == 1 and choice.settled and choice.best == best
+    assert choice._decided_times == [1.0, later]
+
+
+def test_a_close_recheck_that_finds_the_choice_slowed_glances_at_the_others():
+    """Where a re-check of the close variants only finds the choice over CONTENDERS x
+    slower than at the last decision, the others are timed too, a glance each."""
+    choice = Choice(["a", "b"])
+    steady = lambda v, n: [1.0, 3.0][v]  # noqa: E731
+    _drive(choice, steady, TWO)
+    _until_rechecked(choice, steady, 1)
+    wait, log = choice._pacing.wait, []
+    _drive(choice, lambda v, n: [1.5, 3.0][v], wait + RUN + GLANCE, log)
+    assert log == [0] * (wait + RUN) + [1] * GLANCE
+    assert choice._pacing.rechecks == 2 and choice.settled
+    assert choice.best == 0 and choice._decided_times == [1.5, 3.0]
 
 
 def test_a_close_recheck_that_finds_the_choice_slowed_times_every_variant():
@@ -278,8 +320,9 @@ def test_a_close_recheck_times_a_variant_that_was_close_before_a_slow_measuremen
 @pytest.mark.parametrize("seconds, first, second", [
     # 4 x 0.05 s: 5% of 4 calls; the least wait rules (16, then 16 x 8)
     ([1.0, 1.05], RECHECK_FIRST, RECHECK_FIRST * RECHECK_GROWTH),
-    ([1.0, 5.0], 320, RECHECK_FIRST * RECHECK_GROWTH),  # 4 x 4 s: 5% of 320; then "v0"
-    ([3.0, 1.0, 2.0], 240, RECHECK_FIRST * RECHECK_GROWTH),  # 4 x (2 s + 1 s): 5% of 240
+    # far behind, glanced at: 2 x 4 s, 5% of 160; then "v0" alone
+    ([1.0, 5.0], 160, RECHECK_FIRST * RECHECK_GROWTH),
+    ([3.0, 1.0, 2.0], 120, RECHECK_FIRST * RECHECK_GROWTH),  # 2 x (2 s + 1 s): 5% of 120
     ([1.0, 1.2, 1.2, 1.2, 1.2, 1.2, 1.2], 96, 128),  # all close: 6 x 4 x 0.2 s, 5% of 96
 ])
 def test_a_recheck_waits_until_it_costs_a_small_share_of_the_calls(seconds, first, second):
@@ -289,9 +332,10 @@ def test_a_recheck_waits_until_it_costs_a_small_share_of_the_calls(seconds, firs
     close = [v for v in range(count) if seconds[v] <= CONTENDERS * seconds[best]]
     _drive(choice, lambda v, n: seconds[v], count * RUN)
     assert f"re-checked after {first} calls" in choice.describe()
-    _drive(choice, lambda v, n: seconds[v], first + RUN * count, log)
+    calls = [RUN if v in close else GLANCE for v in range(count)]
+    _drive(choice, lambda v, n: seconds[v], first + sum(calls), log)
     assert log[:first] == [best] * first
-    assert log[first:] == [v for v in range(count) for _ in range(RUN)]
+    assert log[first:] == [v for v in range(count) for _ in range(calls[v])]
     assert f"re-checked after {second} calls" in choice.describe()
     log.clear()
     _drive(choice, lambda v, n: seconds[v], second + RUN * len(close), log)
@@ -303,8 +347,9 @@ def test_a_recheck_waits_until_it_costs_a_small_share_of_the_calls(seconds, firs
     # close: 4 x 0.1 ms and the choice's 0.01 s of spinning (5% of 208 calls of 1 ms);
     # after the first, BLAS's 0.15 s instead
     (0.0011, [208, 3008, 3008]),
-    # far: 4 x 2 ms and 0.01 s; the second times "own" alone; the third 4 x 2 ms + 0.15 s
-    (0.003, [360, RECHECK_FIRST * RECHECK_GROWTH, 3160]),
+    # far, glanced at: 2 x 2 ms and 0.01 s; the second times "own" alone; the third
+    # 2 x 2 ms + 0.15 s
+    (0.003, [280, RECHECK_FIRST * RECHECK_GROWTH, 3080]),
 ])
 def test_rechecks_after_the_first_count_the_threads_left_spinning(blas, waits):
     """After a BLAS variant is timed its threads spin for SPIN_SECONDS, and the choice's
@@ -316,10 +361,12 @@ def test_rechecks_after_the_first_count_the_threads_left_spinning(blas, waits):
     assert choice.best == 0
     for number, wait in enumerate(waits, start=1):
         assert f"re-checked after {wait} calls" in choice.describe()
-        timed = [0] if number == 2 and blas > CONTENDERS * seconds[0] else [0, 1]
+        far = blas > CONTENDERS * seconds[0]
+        timed = [0] if number == 2 and far else [0, 1]
+        calls = [RUN, GLANCE if far else RUN]
         log: list[int] = []
-        _drive(choice, lambda v, n: seconds[v], wait + RUN * len(timed), log)
-        assert log == [0] * wait + [v for v in timed for _ in range(RUN)]
+        _drive(choice, lambda v, n: seconds[v], wait + sum(calls[v] for v in timed), log)
+        assert log == [0] * wait + [v for v in timed for _ in range(calls[v])]
         assert choice._pacing.rechecks == number and choice.settled
 
 
