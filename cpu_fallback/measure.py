@@ -36,15 +36,12 @@ variants within CONTENDERS x its time at the last decision at their fastest at a
 decision (after a spell at the first re-check timed a 64^4 'ijkj->ik''s threaded
 column loops at 2.76 ms, first 0.34-0.48, its one-thread loops ran a benchmark's
 rounds: 0.553x TBLIS), the others keeping their times till the next (unless the choice
-ran over CONTENDERS x slower than then: those times no longer compare, and the others
-are timed too; the same trace had kept its threaded column loops at 0.712 ms in a spell
-against the threaded loops' 0.593 from before it, 0.652x torch),
-and the pace of those after it counts, where a re-check times variants of several
-engines, the longest SPIN_SECONDS among them (calls wait, or run beside the spinning
-threads): TCCG's 0.2 ms 6-d products at half extents, settled on the small-K kernel, had
-run 400 calls at 0.31 ms a call with a re-check of all twelve variants among them (0.20
-without), most of it in the 0.12 s OpenBLAS's threads spun after its variants were
-timed. A re-check that would change the choice while the choice ran over CONTENDERS x
+ran over CONTENDERS x slower than then, and again in a second run of its calls, which
+cost nothing more: those times no longer compare, and the others are timed too; the
+same trace had kept its threaded column loops at 0.712 ms in a spell against the
+threaded loops' 0.593 from before it, 0.652x torch; the second run, as the first calls
+after the host idles run slow for every implementation, 2-5 calls of that trace). A
+re-check that would change the choice while the choice ran over CONTENDERS x
 slower than at its fastest at any decision (a spell of the host, maybe, not the variant)
 changes nothing yet: the next re-check, as soon as after a first decision, times the two
 again, and the change holds if it still leads by the margin (in a benchmark's rounds a
@@ -137,6 +134,7 @@ class Choice:
         self._pacing = Pacing()
         self._confirm: int | None = None  # the variant a doubted change would take
         self._glanced: set[int] = set()  # variants this measurement times once (GLANCE)
+        self._retimed = False  # whether this measurement timed the choice twice (_widens)
         # (variant, timed) for each call of a measurement: a run of each variant in turn.
         self._queue: deque[tuple[int, bool]] = deque(self._rounds())
         self._decided = False
@@ -186,10 +184,7 @@ class Choice:
         longest spin (where the calls around keep them spinning, that is how the
         variant runs)."""
         now = time.perf_counter()
-        spin = max((until for engine, until in spinning.until.items()
-                    if engine != self.engines[variant] and engine in self.engines),
-                   default=now)
-        if spin <= now:
+        if spinning.others_until(self.engines[variant], self.engines) <= now:
             return False
         if self._held_until is None:
             self._held_until = now + max(SPIN_SECONDS.values())
@@ -207,6 +202,7 @@ class Choice:
         if self._long:
             return [(v, True) for v in [self.best] + [v for v in variants if v != self.best]]
         self._glanced = {v for v in variants if self._glance_only(v, recheck)}
+        self._retimed = False  # see _widens
         return self._runs(variants, self._glanced)
 
     def _runs(self, variants: Sequence[int], glanced: Collection[int] = (),
@@ -312,13 +308,18 @@ class Choice:
         return samples[len(samples) // 2] if samples else float("inf")
 
     def _widens(self) -> bool:
-        """Whether a re-check of the close variants only queues the others too before it
+        """Whether a re-check of the close variants only queues more calls before it
         decides: the choice ran over CONTENDERS x slower than at the last decision (the
-        others' times from then no longer compare; see the module docstring)."""
+        others' times from then no longer compare; see the module docstring), a run of
+        the choice again (its calls cost nothing more), then, if still so, the others."""
         left_out = [v for v in range(len(self.names)) if not self._samples[v]]
         if (not left_out or not self._decided or not self._close_only(self._pacing.rechecks)
                 or self._time(self.best) <= CONTENDERS * self._decided_times[self.best]):
             return False
+        if not self._long and not self._retimed:
+            self._retimed, self._samples[self.best] = True, []
+            self._queue.extend(self._runs([self.best]))
+            return True
         self._glanced = set() if self._long else set(left_out)  # far behind: a glance each
         self._queue.extend([(v, True) for v in left_out] if self._long
                            else self._runs(left_out, self._glanced))
@@ -361,10 +362,9 @@ class Choice:
         """Prices the next re-check for its pacing, by the last decision's times: the
         time it takes beyond calls of the choice. That time: each variant it times, less
         the choice, RUN calls of it (GLANCE where far behind; where calls are long,
-        SAMPLES of each close variant and one of each other); and where it times variants of several engines, the
-        choice's SPIN_SECONDS (lead-ins wait for its threads), after the first re-check
-        the longest among them, through which calls wait or run beside spinning threads
-        (OpenBLAS's made the choice's calls up to 1.7x slower)."""
+        SAMPLES of each close variant and one of each other); where it times variants of
+        several engines, the choice's SPIN_SECONDS (lead-ins wait for its threads), after
+        the first re-check the longest among them (see cpu_fallback.pacing)."""
         times = self._decided_times
         best = times[self.best]
         recheck = self._pacing.rechecks + 1

@@ -5,7 +5,12 @@ as many each time, and never before the calls since the decision have taken
 1 / RECHECK_SHARE times what the re-check will cost by the last timings (the choice
 prices it: its slower variants' calls, and threads left spinning): where a variant is
 several times slower than the choice, a one-thread reduction against a threaded one, its
-re-check waits until it costs at most a RECHECK_SHARE of the time.
+re-check waits until it costs at most a RECHECK_SHARE of the time. After the first, where
+a re-check times variants of several engines, the price counts the longest SPIN_SECONDS
+among them (calls wait, or run beside the spinning threads): TCCG's 0.2 ms 6-d products
+at half extents, settled on the small-K kernel, had run 400 calls at 0.31 ms a call with
+a re-check of all twelve variants among them (0.20 without), most of it in the 0.12 s
+OpenBLAS's threads spun after its variants were timed.
 
 The first re-check comes soon, to undo a first measurement a passing load disturbed
 (TCCG case 19 at half extents once timed the small-K kernel at 5.1 ms against its usual

@@ -5,6 +5,7 @@ GNU OpenMP's), and until when: a timed call of another engine waits for them
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 
 # Seconds the worker threads of an engine keep spinning after its call returns, taking
 # CPUs from the next call's threads: OpenBLAS's about 0.12 s (a core kept busy, on the
@@ -20,3 +21,9 @@ def left_spinning(engine: str, end: float | None = None) -> None:
     """Note that a call on ``engine`` returned at ``end`` (default: now), its threads
     spinning for SPIN_SECONDS more."""
     until[engine] = (time.perf_counter() if end is None else end) + SPIN_SECONDS[engine]
+
+
+def others_until(engine: str, engines: Collection[str]) -> float:
+    """Until when the threads of the ``engines`` other than ``engine`` spin (0: none)."""
+    return max((end for name, end in until.items() if name != engine and name in engines),
+               default=0.0)

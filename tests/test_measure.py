@@ -233,18 +233,28 @@ def test_a_recheck_glances_at_a_variant_far_behind_and_times_it_again_where_it_c
     assert choice._decided_times == [1.0, later]
 
 
-def test_a_close_recheck_that_finds_the_choice_slowed_glances_at_the_others():
+@pytest.mark.parametrize("second_run, others", [(1.0, False), (1.5, True)])
+def test_a_close_recheck_that_finds_the_choice_slowed_times_it_again_then_the_others(
+        second_run, others):
     """Where a re-check of the close variants only finds the choice over CONTENDERS x
-    slower than at the last decision, the others are timed too, a glance each."""
+    slower than at the last decision (as the first calls after the host idles run), it
+    times the choice again, whose calls cost nothing more; only if it is still that slow
+    are the others timed too, a glance each."""
     choice = Choice(["a", "b"])
     steady = lambda v, n: [1.0, 3.0][v]  # noqa: E731
     _drive(choice, steady, TWO)
     _until_rechecked(choice, steady, 1)
     wait, log = choice._pacing.wait, []
-    _drive(choice, lambda v, n: [1.5, 3.0][v], wait + RUN + GLANCE, log)
-    assert log == [0] * (wait + RUN) + [1] * GLANCE
+
+    def seconds(variant: int, number: int) -> float:
+        woken = not wait <= number < wait + RUN  # the choice's first run is slow
+        return 3.0 if variant else second_run if woken else 1.5
+
+    calls = wait + 2 * RUN + (GLANCE if others else 0)
+    _drive(choice, seconds, calls, log)
+    assert log == [0] * (wait + 2 * RUN) + [1] * (calls - wait - 2 * RUN)
     assert choice._pacing.rechecks == 2 and choice.settled
-    assert choice.best == 0 and choice._decided_times == [1.5, 3.0]
+    assert choice.best == 0 and choice._decided_times == [second_run, 3.0]
 
 
 def test_a_close_recheck_that_finds_the_choice_slowed_times_every_variant():
