@@ -15,8 +15,8 @@ reduction by timing (cpu_fallback.measure).
 
 from __future__ import annotations
 
-import math
 import os
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -25,8 +25,7 @@ import numpy as np
 from gpu_tc.options import ReduceOp, UnaryOp
 from gpu_tc.problem import ReductionProblem, TensorSpec
 
-from . import kernels, pool
-from .pool import HOST_POOL
+from . import kernels
 from .strided_sum import FoldedSumPlan
 from .sum_layout import RowLayout, cuts, leaf_program, row_layout
 
@@ -99,16 +98,9 @@ class PairwiseSumPlan(FoldedSumPlan):
     stretch of A, the pieces shared among OpenMP's threads."""
 
     def __init__(self, problem: ReductionProblem, layout: RowLayout, pieces: int) -> None:
-        super().__init__(problem, layout)
-        kernel = _kernel()
-        assert kernel is not None  # pairwise_sum_plans loaded it
         # The folded layout's rows are as long.
-        program = leaf_program(cuts(layout.length, pieces))
-        dtype = np.dtype(problem.d.dtype)
-        self._into = kernel.bound(layout, program, dtype, parallel=True)
-        # The same rows written into a new D (alpha or beta): a layout as well.
-        self._into_folded = kernel.bound(self._folded_layout, program, dtype, parallel=True)
-        self.fresh = self._fresh_call()
+        self._program = leaf_program(cuts(layout.length, pieces))
+        super().__init__(problem, layout)
         self.route = "reduce:threaded-pairwise"
         cut = f", each cut into {pieces} pieces" if pieces > 1 else ""
         spacing = "contiguous elements" if layout.step == 1 else f"elements {layout.step} apart"
@@ -120,25 +112,11 @@ class PairwiseSumPlan(FoldedSumPlan):
     def _layout(self, problem: ReductionProblem, d: TensorSpec) -> RowLayout | None:
         return row_layout(problem, d)
 
-    def _sum(self, source: Any, destination: Any, layout: RowLayout) -> None:
-        (self._into if layout is self.layout else self._into_folded)(source, destination)
-
-    def _fresh_call(self) -> Any:
-        """``f(a)`` returning the sum as a new C-ordered array (0-d for a total) where D
-        is laid out so; else None."""
-        d = self.problem.d
-        if d.strides != self._folded.strides:
-            return None
-        extents, dtype, into = d.extents, np.dtype(d.dtype), self._into
-        size = math.prod(extents) * dtype.itemsize
-        allocate = np.empty if size < pool.MIN_BYTES else HOST_POOL.empty
-
-        def fresh(a: Any) -> Any:
-            out = allocate(extents, dtype)
-            into(a, out)
-            return out
-
-        return fresh
+    def _bound(self, layout: RowLayout) -> Callable[[Any, Any], None]:
+        kernel = _kernel()
+        assert kernel is not None  # pairwise_sum_plans loaded it
+        return kernel.bound(layout, self._program, np.dtype(self.problem.d.dtype),
+                            parallel=True)
 
 
 def _kernel() -> ModuleType | None:

@@ -11,6 +11,8 @@ variants are timed too."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -20,8 +22,9 @@ from gpu_tc.backend import PlanDefaults, PrimitivePlan, Scalars
 from gpu_tc.options import ReduceOp, UnaryOp
 from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
 
-from . import kernels
+from . import kernels, pool
 from .permute import write_scaled
+from .pool import HOST_POOL
 from .reduction import CpuReductionPlan
 from .sum_layout import SumLayout, sum_layout
 
@@ -109,9 +112,10 @@ def _copy_elements(problem: ReductionProblem, layout: SumLayout, parts: int) -> 
 
 class FoldedSumPlan(PlanDefaults):
     """D = alpha * sum(A) + beta * C by a kernel that writes the sum: straight into D
-    when alpha is 1 and beta 0, else into a new array of D's shape, then scaled into D.
-    Subclasses give the kernel's layout of a sum into a layout of D (:meth:`_layout`)
-    and run it (:meth:`_sum`)."""
+    when alpha is 1 and beta 0, else into a new array of D's shape, then scaled into D;
+    a warm call into a new result (``fresh``) is the kernel into a new array. Subclasses
+    give the kernel's layout of a sum into a layout of D (:meth:`_layout`) and the
+    kernel's call of a layout, its arguments gathered once (:meth:`_bound`)."""
 
     route: str
     reason: str
@@ -121,7 +125,9 @@ class FoldedSumPlan(PlanDefaults):
         self.problem = problem
         self.layout = layout
         self._folded = contiguous_spec(d.labels, d.extents, d.dtype)
-        self._folded_layout = self._layout(problem, self._folded)
+        self._into = self._bound(layout)
+        self._into_folded = self._bound(self._layout(problem, self._folded))
+        self.fresh = self._fresh_call()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(route={self.route!r}, reason={self.reason!r})"
@@ -129,18 +135,35 @@ class FoldedSumPlan(PlanDefaults):
     def _layout(self, problem: ReductionProblem, d: TensorSpec) -> Any:
         raise NotImplementedError
 
-    def _sum(self, source: Any, destination: Any, layout: Any) -> None:
+    def _bound(self, layout: Any) -> Callable[[Any, Any], None]:
         raise NotImplementedError
 
     def execute(self, inputs: Any, d: Any, scalars: Scalars, c: Any) -> None:
         """Write the sum into ``d``; ``c`` (D's shape) is read when beta != 0."""
         alpha, beta = scalars.alpha, scalars.beta
         if alpha == 1 and beta == 0:
-            self._sum(inputs[0], d, self.layout)
+            self._into(inputs[0], d)
             return
         folded = np.empty(self._folded.extents, d.dtype)
-        self._sum(inputs[0], folded, self._folded_layout)
+        self._into_folded(inputs[0], folded)
         write_scaled(folded, d, alpha, beta, c)
+
+    def _fresh_call(self) -> Any:
+        """``f(a)`` returning the sum as a new C-ordered array (0-d for a total) where D
+        is laid out so; else None."""
+        d = self.problem.d
+        if d.strides != self._folded.strides:
+            return None
+        extents, dtype, into = d.extents, np.dtype(d.dtype), self._into
+        size = math.prod(extents) * dtype.itemsize
+        allocate = np.empty if size < pool.MIN_BYTES else HOST_POOL.empty
+
+        def fresh(a: Any) -> Any:
+            out = allocate(extents, dtype)
+            into(a, out)
+            return out
+
+        return fresh
 
 
 class KernelSumPlan(FoldedSumPlan):
@@ -150,10 +173,10 @@ class KernelSumPlan(FoldedSumPlan):
 
     def __init__(self, problem: ReductionProblem, layout: SumLayout,
                  threaded: bool = False, by_column: bool = False, split: int = 0) -> None:
-        super().__init__(problem, layout)
         self._parallel = threaded
         self._by_column = by_column
         self._split = split
+        super().__init__(problem, layout)
         self.temporary_bytes = copy_bytes(problem, layout, split) if split else 0
         kind = "column-loops" if by_column else "loops"
         self.route = f"reduce:threaded-{kind}" if threaded else f"reduce:{kind}"
@@ -174,10 +197,11 @@ class KernelSumPlan(FoldedSumPlan):
     def _layout(self, problem: ReductionProblem, d: TensorSpec) -> SumLayout | None:
         return sum_layout(problem, d)
 
-    def _sum(self, source: Any, destination: Any, layout: SumLayout) -> None:
+    def _bound(self, layout: SumLayout) -> Callable[[Any, Any], None]:
         kernel = _kernels()
         assert kernel is not None  # kernel_plans loaded it
-        kernel.run(layout, source, destination, self._parallel, self._by_column, self._split)
+        return kernel.bound(layout, self.problem.a.dtype, self.problem.d.dtype,
+                            self._parallel, self._by_column, self._split)
 
 
 def _kernels() -> ModuleType | None:

@@ -259,7 +259,7 @@ PyDoc_STRVAR(strided_doc,
 "        threads, split=False)\n"
 "--\n\n"
 "Sum buffer src into writable buffer dst as the loop nest says (see\n"
-"cpu_fallback.sum_kernel.run); the types are NumPy's kind and bytes ('f8', 'i1', ...).\n"
+"cpu_fallback.sum_kernel.bound); the types are NumPy's kind and bytes ('f8', 'i1', ...).\n"
 "threads > 0 shares the outer indices among that many OpenMP threads, or with split\n"
 "the middle rows, each part into its own copy of dst, the copies then added in order.");
 

@@ -179,6 +179,26 @@ def call_until_reason(plan: Any, text: str, call: Callable[[], object], calls: i
             return
 
 
+def count_fresh_calls(monkeypatch: pytest.MonkeyPatch, plan_class: type,
+                      record: Callable[[Any, Any], object]) -> list[object]:
+    """Patch ``plan_class``'s fresh calls (made by its ``_fresh_call``) so that each
+    appends ``record(plan, operand)`` to the list returned, then runs."""
+    calls: list[object] = []
+    made = plan_class._fresh_call
+
+    def counted(plan: Any) -> Any:
+        call = made(plan)
+
+        def fresh(a: Any) -> Any:
+            calls.append(record(plan, a))
+            return call(a)
+
+        return fresh
+
+    monkeypatch.setattr(plan_class, "_fresh_call", counted)
+    return calls
+
+
 def benchmark_script(name: str) -> Any:
     """``benchmarks/<name>.py`` loaded as a module (the scripts are not a package)."""
     path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"

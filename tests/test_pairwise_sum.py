@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import call_until_reason
+from helpers import call_until_reason, count_fresh_calls
 
 import gpu_tc
 from cpu_fallback import kernels, pairwise_sum
@@ -363,19 +363,7 @@ def test_warm_einsum_calls_of_the_route_keep_numpys_bits(monkeypatch, rng):
     """Once measured, warm einsum calls run the chosen variant's fresh call: a trace
     gives NumPy's scalar, a partial sum a new array each call."""
     monkeypatch.setattr(pairwise_sum.os, "cpu_count", lambda: 2)
-    fresh_calls = []
-    made = PairwiseSumPlan._fresh_call
-
-    def counted(plan):
-        call = made(plan)
-
-        def fresh(a):
-            fresh_calls.append(a.shape)
-            return call(a)
-
-        return fresh
-
-    monkeypatch.setattr(PairwiseSumPlan, "_fresh_call", counted)
+    fresh_calls = count_fresh_calls(monkeypatch, PairwiseSumPlan, lambda plan, a: a.shape)
     gpu_tc.plan_cache().clear()
     square = rng.standard_normal((4096, 4096))
     block = rng.standard_normal((64, 64, 256))

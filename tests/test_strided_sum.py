@@ -7,13 +7,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import count_fresh_calls
 from numpy.lib.stride_tricks import as_strided
 
 import gpu_tc
 from cpu_fallback import sum_kernel, workers
 from cpu_fallback.measure import RUN
 from cpu_fallback.reduction import CpuReductionPlan
-from cpu_fallback.strided_sum import MIN_ELEMENTS, kernel_plans, strided_sum_plans
+from cpu_fallback.strided_sum import (
+    MIN_ELEMENTS,
+    KernelSumPlan,
+    kernel_plans,
+    strided_sum_plans,
+)
 from cpu_fallback.sum_layout import sum_layout
 from gpu_tc import reference
 from gpu_tc.backend import Scalars
@@ -243,6 +249,66 @@ def test_alpha_beta_and_an_addend(rng):
         plan.execute((view,), c, Scalars(1.0, 1.0), c)  # the addend is the output itself
         np.testing.assert_allclose(c, before + np.einsum("ijkj->ik", a),
                                    rtol=1e-12, atol=1e-12)
+
+
+def _partial_trace(rng, d_strides=None):
+    """'ijkj->ik' of a 32 x 64 x 32 x 64 array: the array, its diagonal view (i, k, j)
+    and the problem of summing j into D ("ik", C-ordered unless ``d_strides``)."""
+    a = rng.standard_normal((32, 64, 32, 64))
+    s = a.strides
+    view = as_strided(a, (32, 32, 64), (s[0], s[2], s[1] + s[3]))
+    spec = _spec("ikj", view.shape, tuple(x // 8 for x in view.strides))
+    d = _out(spec, "ik") if d_strides is None else _spec("ik", (32, 32), d_strides)
+    return a, view, ReductionProblem(spec, d)
+
+
+def test_the_fresh_call_returns_a_new_sum_with_executes_bits(rng):
+    """A warm call into a new result runs the kernel straight into a new C-ordered array
+    of D's extents, its arguments gathered at plan time: execute()'s bits, a new array
+    each call, for every variant (one thread, threaded, rows or columns)."""
+    a, view, problem = _partial_trace(rng)
+    plans = kernel_plans(problem)
+    assert len(plans) == 4
+    for plan in plans:
+        d = np.full((32, 32), np.nan)
+        plan.execute((view,), d, Scalars(), None)
+        np.testing.assert_allclose(d, reference.einsum("ijkj->ik", a), rtol=1e-12, atol=1e-10)
+        first, second = plan.fresh(view), plan.fresh(view)
+        for result in (first, second):
+            assert type(result) is np.ndarray and result.dtype == np.float64
+            assert result.shape == (32, 32) and result.flags.c_contiguous
+            assert result.tobytes() == d.tobytes(), plan.route
+        assert not np.shares_memory(first, second)
+
+
+def test_no_kernel_fresh_call_where_d_is_not_c_ordered(rng):
+    """A D in another axis order is written by execute() only."""
+    a, view, problem = _partial_trace(rng, d_strides=(1, 32))
+    for plan in kernel_plans(problem):
+        assert plan.fresh is None
+        d = np.full((32, 32), np.nan).T
+        plan.execute((view,), d, Scalars(), None)
+        np.testing.assert_allclose(d, reference.einsum("ijkj->ik", a), rtol=1e-12, atol=1e-10)
+
+
+def test_warm_einsum_calls_run_the_kernels_fresh_call(monkeypatch, rng):
+    """gpu_tc.einsum of a partial trace into a new result runs its kernel variants through
+    their fresh calls (the measurement's lead-in calls at least), a right sum in a new
+    array each call."""
+    fresh_calls = count_fresh_calls(monkeypatch, KernelSumPlan, lambda plan, a: plan.route)
+    gpu_tc.plan_cache().clear()
+    a, _, _ = _partial_trace(rng)
+    expected = reference.einsum("ijkj->ik", a)
+    routes = {"reduce:loops", "reduce:threaded-loops", "reduce:column-loops",
+              "reduce:threaded-column-loops"}
+    results = []
+    for _ in range(12 * RUN):  # six variants, each led in then timed; more where held
+        results.append(gpu_tc.einsum("ijkj->ik", a))
+        np.testing.assert_allclose(results[-1], expected, rtol=1e-12, atol=1e-10)
+        if routes <= set(fresh_calls):
+            break
+    assert not np.shares_memory(results[-1], results[-2])
+    assert routes <= set(fresh_calls)
 
 
 def test_einsum_measures_the_six_routes_and_every_result_is_right(rng):
