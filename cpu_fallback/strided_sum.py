@@ -55,9 +55,9 @@ def kernel_plans(problem: ReductionProblem,
     """The compiled plans of a SUM of a strided view: on one thread, and threaded where
     the outer loop has more than one index or the middle rows can be shared (see
     :func:`split_parts`), each adding rows and, for a kept inner axis of non-unit
-    stride, summing columns too; none where they do not apply (an operator, another
-    reduction, a pair of dtypes they do not sum, a small or contiguous sum, the kernel
-    not built)."""
+    stride, summing columns too (threaded, also four elements a pass); none where they
+    do not apply (an operator, another reduction, a pair of dtypes they do not sum, a
+    small or contiguous sum, the kernel not built)."""
     a = problem.a
     if (problem.op_reduce is not ReduceOp.SUM or problem.op_a is not UnaryOp.IDENTITY
             or a.dtype not in _DTYPES or a.size < MIN_ELEMENTS):
@@ -83,6 +83,11 @@ def kernel_plans(problem: ReductionProblem,
         plans.append(KernelSumPlan(problem, layout, by_column=True))
         if layout.kept_src.size > 1:
             plans.append(KernelSumPlan(problem, layout, threaded=True, by_column=True))
+            # Four elements a pass: faster where each is a line from far away (a 64^4
+            # 'ijkj->ik'), slower from nearer caches (see sums.c).
+            if layout.summed_src.size >= 4:
+                plans.append(KernelSumPlan(problem, layout, threaded=True, by_column=True,
+                                           by_fours=True))
     return tuple(plans)
 
 
@@ -172,18 +177,24 @@ class KernelSumPlan(FoldedSumPlan):
     ``split`` (a count of parts, see :func:`split_parts`), the middle rows."""
 
     def __init__(self, problem: ReductionProblem, layout: SumLayout,
-                 threaded: bool = False, by_column: bool = False, split: int = 0) -> None:
+                 threaded: bool = False, by_column: bool = False, split: int = 0,
+                 by_fours: bool = False) -> None:
         self._parallel = threaded
         self._by_column = by_column
+        self._by_fours = by_fours
         self._split = split
         super().__init__(problem, layout)
         self.temporary_bytes = copy_bytes(problem, layout, split) if split else 0
         kind = "column-loops" if by_column else "loops"
+        if by_fours:
+            kind = "column-loops-by-fours"
         self.route = f"reduce:threaded-{kind}" if threaded else f"reduce:{kind}"
         n, stride, _ = layout.inner
         inner = "kept" if layout.inner_kept else "summed"
         if by_column:
             inner += ", each element summed over the middle indices"
+        if by_fours:
+            inner += " four a pass"
         threads = "OpenMP's threads" if threaded else "one thread"
         if split:
             threads += (f" sharing the middle indices, each into its own copy of D "
@@ -201,7 +212,7 @@ class KernelSumPlan(FoldedSumPlan):
         kernel = _kernels()
         assert kernel is not None  # kernel_plans loaded it
         return kernel.bound(layout, self.problem.a.dtype, self.problem.d.dtype,
-                            self._parallel, self._by_column, self._split)
+                            self._parallel, self._by_column, self._split, self._by_fours)
 
 
 def _kernels() -> ModuleType | None:

@@ -26,8 +26,9 @@ from .sum_layout import SumLayout
 # The kinds of inner loop: summed (a register per output), or kept (rows added into
 # output rows; UNIT_ROWS where those rows are contiguous, which lets the compiler
 # vectorise them), or kept and summed a column at a time (COLUMNS: each output element
-# in a register over the middle indices). Their numbers are sums.c's.
-REGISTERS, UNIT_ROWS, ROWS, COLUMNS = 0, 1, 2, 3
+# in a register over the middle indices; COLUMNS_BY_FOURS: four of those a pass). Their
+# numbers are sums.c's.
+REGISTERS, UNIT_ROWS, ROWS, COLUMNS, COLUMNS_BY_FOURS = 0, 1, 2, 3, 4
 
 # The kernel's names of NumPy's types, and the pairs it sums: every type into itself,
 # every integer into a 64-bit one, float32 into float64, complex64 into complex128.
@@ -73,7 +74,8 @@ def memory(array: np.ndarray, base: int, span: int, writeable: bool) -> np.ndarr
 
 
 def bound(layout: SumLayout, source: np.dtype, destination: np.dtype, parallel: bool,
-          by_column: bool = False, split: int = 0) -> Callable[[np.ndarray, np.ndarray], None]:
+          by_column: bool = False, split: int = 0,
+          by_fours: bool = False) -> Callable[[np.ndarray, np.ndarray], None]:
     """``f(source, destination)`` writing the sum ``layout`` describes of ``source`` (a
     strided view of dtype ``source``) into ``destination``, its arguments gathered
     once. With the plans' fresh calls (cpu_fallback.strided_sum), a warm 64^4
@@ -85,14 +87,15 @@ def bound(layout: SumLayout, source: np.dtype, destination: np.dtype, parallel: 
     openmp.forked), or with ``split`` > 1 the middle rows in at most that many parts,
     each summed into its own copy of the destination's span, the copies then added in
     order; ``by_column`` sums a kept inner axis element by element over the middle
-    indices (COLUMNS) instead of adding rows.
+    indices (COLUMNS) instead of adding rows, ``by_fours`` four of them a pass
+    (COLUMNS_BY_FOURS).
 
     The kernel checks that every element it would touch lies inside the two views'
     spans (a ValueError otherwise) and releases the GIL while it sums.
     """
     n, src_stride, dst_stride = layout.inner
     nest = (type_name(np.dtype(source)), type_name(np.dtype(destination)),
-            _kind(dst_stride, by_column), layout.kept_src, layout.kept_dst,
+            _kind(dst_stride, by_column, by_fours), layout.kept_src, layout.kept_dst,
             layout.summed_src, n, src_stride, dst_stride)
     src_base, src_span, dst_base, dst_span = (layout.src_base, layout.src_span,
                                               layout.dst_base, layout.dst_span)
@@ -111,11 +114,11 @@ def bound(layout: SumLayout, source: np.dtype, destination: np.dtype, parallel: 
     return call
 
 
-def _kind(dst_stride: int, by_column: bool = False) -> int:
+def _kind(dst_stride: int, by_column: bool = False, by_fours: bool = False) -> int:
     """The inner loop for an inner axis written at ``dst_stride`` (0: summed);
-    ``by_column`` sums a kept one a column at a time."""
+    ``by_column`` sums a kept one a column at a time, ``by_fours`` four a pass."""
     if dst_stride == 0:
         return REGISTERS
     if by_column:
-        return COLUMNS
+        return COLUMNS_BY_FOURS if by_fours else COLUMNS
     return UNIT_ROWS if dst_stride == 1 else ROWS

@@ -62,7 +62,7 @@ def test_only_large_identity_sums_of_summable_dtypes_get_the_plans():
     plans = kernel_plans(ReductionProblem(a, _out(a, "ik")))
     assert [plan.route for plan in plans] == [
         "reduce:loops", "reduce:threaded-loops", "reduce:column-loops",
-        "reduce:threaded-column-loops"]
+        "reduce:threaded-column-loops", "reduce:threaded-column-loops-by-fours"]
     assert kernel_plans(ReductionProblem(a, _out(a, "ik"), op_reduce=ReduceOp.MAX)) == ()
     assert kernel_plans(ReductionProblem(a, _out(a, "ik"), op_a=UnaryOp.ABS)) == ()
     booleans = _spec("ikj", (64, 64, 64), (64**3, 64, 64**2 + 1), "?")
@@ -188,6 +188,9 @@ def test_shared_rows_of_a_summed_inner_axis_add_in_order_and_scale(dtype, total,
     ("complex64", "reduce:threaded-loops"), ("int8", "reduce:threaded-loops"),
     ("float64", "reduce:column-loops"), ("int8", "reduce:column-loops"),
     ("complex64", "reduce:threaded-column-loops"), ("float32", "reduce:threaded-column-loops"),
+    ("float64", "reduce:threaded-column-loops-by-fours"),
+    ("int8", "reduce:threaded-column-loops-by-fours"),
+    ("complex128", "reduce:threaded-column-loops-by-fours"),
     ("float32", "reduce:einsum"), ("complex128", "reduce:einsum"), ("int8", "reduce:einsum")])
 @pytest.mark.parametrize("view", ["plain", "negative", "window"])
 @pytest.mark.parametrize("kept", ["ik", "ki", "", "k"])
@@ -235,6 +238,31 @@ def test_the_loops_sum_as_the_reference_does(rng, dtype, route, view, kept):
                                    atol=tolerance * float(np.abs(diagonal).sum()))
 
 
+def test_sums_four_a_pass_add_in_order_with_a_remainder(rng):
+    """The register sums that add four elements a pass (a summed inner axis; the
+    columns by fours) keep the order of one at a time: 7 terms (four, then three) give
+    the bits of a sum left to right."""
+    x = rng.standard_normal((64, 7, 64, 7))
+    s = x.strides
+    view = as_strided(x, (64, 64, 7), (s[0], s[2], s[1] + s[3]))  # 'ijkj' -> (i, k, j)
+    spec = _spec("ikj", view.shape, tuple(v // 8 for v in view.strides))
+    in_order = np.add.accumulate(view, axis=2)[:, :, -1]
+    for plan in kernel_plans(ReductionProblem(spec, _out(spec, "ik"))):
+        d = np.full((64, 64), np.nan)
+        plan.execute((view,), d, Scalars(), None)
+        assert d.tobytes() == in_order.tobytes(), plan.route
+    y = rng.standard_normal((4096, 7, 7))
+    diagonal = np.einsum("bii->bi", y)  # a summed inner axis 8 elements apart
+    spec = _spec("bi", diagonal.shape, tuple(v // 8 for v in diagonal.strides))
+    in_order = np.add.accumulate(diagonal, axis=1)[:, -1]
+    plans = kernel_plans(ReductionProblem(spec, _out(spec, "b")))
+    assert {plan.route for plan in plans} == {"reduce:loops", "reduce:threaded-loops"}
+    for plan in plans:
+        d = np.full(4096, np.nan)
+        plan.execute((diagonal,), d, Scalars(), None)
+        assert d.tobytes() == in_order.tobytes(), plan.route
+
+
 def test_alpha_beta_and_an_addend(rng):
     a = rng.standard_normal((32, 64, 32, 64))
     problem = gpu_tc.prepare("ijkj->ik", a)._plan.program.final
@@ -268,7 +296,7 @@ def test_the_fresh_call_returns_a_new_sum_with_executes_bits(rng):
     each call, for every variant (one thread, threaded, rows or columns)."""
     a, view, problem = _partial_trace(rng)
     plans = kernel_plans(problem)
-    assert len(plans) == 4
+    assert len(plans) == 5
     for plan in plans:
         d = np.full((32, 32), np.nan)
         plan.execute((view,), d, Scalars(), None)
@@ -300,9 +328,9 @@ def test_warm_einsum_calls_run_the_kernels_fresh_call(monkeypatch, rng):
     a, _, _ = _partial_trace(rng)
     expected = reference.einsum("ijkj->ik", a)
     routes = {"reduce:loops", "reduce:threaded-loops", "reduce:column-loops",
-              "reduce:threaded-column-loops"}
+              "reduce:threaded-column-loops", "reduce:threaded-column-loops-by-fours"}
     results = []
-    for _ in range(12 * RUN):  # six variants, each led in then timed; more where held
+    for _ in range(14 * RUN):  # seven variants, each led in then timed; more where held
         results.append(gpu_tc.einsum("ijkj->ik", a))
         np.testing.assert_allclose(results[-1], expected, rtol=1e-12, atol=1e-10)
         if routes <= set(fresh_calls):
@@ -311,17 +339,18 @@ def test_warm_einsum_calls_run_the_kernels_fresh_call(monkeypatch, rng):
     assert routes <= set(fresh_calls)
 
 
-def test_einsum_measures_the_six_routes_and_every_result_is_right(rng):
-    """Six routes of a strided sum; not the pairwise threads: the diagonal j makes rows
+def test_einsum_measures_the_seven_routes_and_every_result_is_right(rng):
+    """Seven routes of a strided sum; not the pairwise threads: the diagonal j makes rows
     of 64 elements 64^2 + 1 apart, but neighbouring rows (k) interleave."""
     a = rng.standard_normal((64, 64, 64, 64))
     expected = np.einsum("ijkj->ik", a)
     plan = gpu_tc.prepare("ijkj->ik", a)
-    for _ in range(6 * RUN):  # each route led in, then timed three times
+    for _ in range(7 * RUN):  # each route led in, then timed three times
         np.testing.assert_allclose(plan.execute(a), expected, rtol=1e-12, atol=1e-10)
     assert "measured:" in plan.reason and "pairwise" not in plan.reason
     for route in ("reduce ", "reduce:einsum ", "reduce:loops ", "reduce:threaded-loops ",
-                  "reduce:column-loops ", "reduce:threaded-column-loops "):
+                  "reduce:column-loops ", "reduce:threaded-column-loops ",
+                  "reduce:threaded-column-loops-by-fours "):
         assert route in plan.reason
 
 
