@@ -7,11 +7,12 @@
  * the inner axis summed too, into the one element dst[kept_dst[k]]. Five inner loops
  * (KIND_*) match cpu_fallback.sum_kernel's kinds.
  *
- * With threads > 0 the outer indices are shared among that many OpenMP threads, each
- * writing its own outputs, or (split) the middle rows, each thread summing its share
- * into its own copy of the destination, the copies then added in order; 0 runs on the
- * calling thread, without a parallel region (a forked child must not start one). The
- * GIL is released while they sum; every offset is checked against the buffers first.
+ * With threads > 0 the outer indices are shared among that many OpenMP threads, in
+ * parts that a thread takes when it is free, each writing its own outputs, or (split)
+ * the middle rows, each thread summing its share into its own copy of the destination,
+ * the copies then added in order; 0 runs on the calling thread, without a parallel
+ * region (a forked child must not start one). The GIL is released while they sum;
+ * every offset is checked against the buffers first.
  */
 #include "kernel_common.h"
 
@@ -212,8 +213,19 @@ typedef struct {
     int64_t k0, k1;
 } Part;
 
+/* The outer indices are cut into at most PARTS_PER_THREAD parts a thread, and a thread
+ * takes the next part when it is done with one (schedule(dynamic)): where the host
+ * slows one vCPU for a while, the other thread takes more parts. Runs as the benchmark
+ * runs them (a 0.15 s pause, then 60 calls) on the 2-core Xeon: a 64^4 'ijkj->ik' by
+ * fours ran about 3x slower (a median call of 0.9-1.0 ms against 0.30) in 9 of 60, 9 of
+ * 45 and 14 of 45 runs with each thread's half fixed in advance, in 0, 1 and 0 with 8
+ * parts a thread taken as free (TBLIS in 3, 0 and 0), in 13 of 40 with 16 parts fixed
+ * in advance (1 of 40 taken as free); 'bii->b' of 4096 x 64 x 64 in 4 of 45 against 0.
+ * The median runs alike (stop71-probes in benchmarks/results/xeon-avx512/current). */
+#define PARTS_PER_THREAD 8
+
 /* The parts run by `fn` on `threads` OpenMP threads, each thread leaving the caller's
- * CPU (kernel_common.h). */
+ * CPU (kernel_common.h), taking the next part when done with one. */
 static void run_parts(StridedFn fn, const void *src, const Part *parts, int64_t count,
                       int threads)
 {
@@ -224,7 +236,7 @@ static void run_parts(StridedFn fn, const void *src, const Part *parts, int64_t 
     {
         leave_cpu(caller);
 #ifdef _OPENMP
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
 #endif
         for (int64_t p = 0; p < count; p++)
             fn(src, parts[p].dst, parts[p].nest, parts[p].k0, parts[p].k1);
@@ -332,7 +344,8 @@ static PyObject *strided(PyObject *self, PyObject *args)
         result = Py_NewRef(Py_None);
         goto done;
     }
-    const int64_t parts = g.n_kept < threads ? g.n_kept : threads;
+    const int64_t most = (int64_t)threads * PARTS_PER_THREAD;
+    const int64_t parts = g.n_kept < most ? g.n_kept : most;
     Part *shares = malloc((size_t)parts * sizeof(Part));
     if (shares == NULL) {
         PyErr_NoMemory();
