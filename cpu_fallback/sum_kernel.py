@@ -26,8 +26,8 @@ from .sum_layout import SumLayout
 # The kinds of inner loop: summed (a register per output), or kept (rows added into
 # output rows; UNIT_ROWS where those rows are contiguous, which lets the compiler
 # vectorise them), or kept and summed a column at a time (COLUMNS: each output element
-# in a register over the middle indices; COLUMNS_BY_FOURS: four of those a pass). Their
-# numbers are sums.c's.
+# in a register over the middle indices; COLUMNS_BY_FOURS: the same, four middle
+# indices a pass). Their numbers are sums.c's.
 REGISTERS, UNIT_ROWS, ROWS, COLUMNS, COLUMNS_BY_FOURS = 0, 1, 2, 3, 4
 
 # The kernel's names of NumPy's types, and the pairs it sums: every type into itself,
@@ -73,28 +73,28 @@ def memory(array: np.ndarray, base: int, span: int, writeable: bool) -> np.ndarr
     return flat(array, array.dtype.str, base, span, writeable=writeable)
 
 
-def bound(layout: SumLayout, source: np.dtype, destination: np.dtype, parallel: bool,
-          by_column: bool = False, split: int = 0,
+def bound(layout: SumLayout, source_dtype: np.dtype, destination_dtype: np.dtype,
+          parallel: bool, by_column: bool = False, split: int = 0,
           by_fours: bool = False) -> Callable[[np.ndarray, np.ndarray], None]:
     """``f(source, destination)`` writing the sum ``layout`` describes of ``source`` (a
-    strided view of dtype ``source``) into ``destination``, its arguments gathered
-    once. With the plans' fresh calls (cpu_fallback.strided_sum), a warm 64^4
-    'ijkj->ik' into a new result spent 13 us in Python before the kernel and 5 after,
-    against 22 and 8 through execute(): the kernel's 16 MiB of reads push the Python
-    path out of cache (6.5 us before the kernel where the kernel was left out).
+    strided view of ``source_dtype``) into ``destination`` (of ``destination_dtype``),
+    its arguments gathered once. With the plans' fresh calls (cpu_fallback.strided_sum),
+    a warm 64^4 'ijkj->ik' into a new result spent 13 us in Python before the kernel and
+    5 after, against 22 and 8 through execute(): the kernel's 16 MiB of reads push the
+    Python path out of cache (6.5 us before the kernel where the kernel was left out).
 
     ``parallel`` shares the outer loop among OpenMP's threads (not in a forked child:
     openmp.forked), or with ``split`` > 1 the middle rows in at most that many parts,
     each summed into its own copy of the destination's span, the copies then added in
     order; ``by_column`` sums a kept inner axis element by element over the middle
-    indices (COLUMNS) instead of adding rows, ``by_fours`` four of them a pass
-    (COLUMNS_BY_FOURS).
+    indices (COLUMNS) instead of adding rows, ``by_fours`` adding four middle indices a
+    pass (COLUMNS_BY_FOURS).
 
     The kernel checks that every element it would touch lies inside the two views'
     spans (a ValueError otherwise) and releases the GIL while it sums.
     """
     n, src_stride, dst_stride = layout.inner
-    nest = (type_name(np.dtype(source)), type_name(np.dtype(destination)),
+    nest = (type_name(np.dtype(source_dtype)), type_name(np.dtype(destination_dtype)),
             _kind(dst_stride, by_column, by_fours), layout.kept_src, layout.kept_dst,
             layout.summed_src, n, src_stride, dst_stride)
     src_base, src_span, dst_base, dst_span = (layout.src_base, layout.src_span,
