@@ -84,7 +84,7 @@ def kernel_plans(problem: ReductionProblem,
         if layout.kept_src.size > 1:
             plans.append(KernelSumPlan(problem, layout, threaded=True, by_column=True))
             # Four elements a pass: faster where each is a line from far away (a 64^4
-            # 'ijkj->ik'), slower from nearer caches (see sums.c).
+            # 'ijkj->ik' in float64), slower from nearer caches and in float32 (sums.c).
             if layout.summed_src.size >= 4:
                 plans.append(KernelSumPlan(problem, layout, threaded=True, by_column=True,
                                            by_fours=True))

@@ -54,8 +54,9 @@ typedef struct {
  * 2-core Xeon, medians: 'bii->b' of 4096 x 64 x 64 float64 in 385-397 us against
  * 437-446; a 64^4 'ijkj->ik' by fours in 304-305 against 328-347). Where the lines come
  * from nearer caches, columns by fours are slower (a 32 x 64 x 32 x 64 'ijkj->ik' in 67
- * us against 59, 16 x 128 x 16 x 128 in 30 against 27), so the columns are summed both
- * ways and timed (cpu_fallback.strided_sum). */
+ * us against 59, 16 x 128 x 16 x 128 in 30 against 27), and so is the 64^4 one in
+ * float32 (358-361 against 310-311), so the columns are summed both ways and timed
+ * (cpu_fallback.strided_sum). */
 #define DEFINE_STRIDED(NAME, S, A, D)                                                     \
     CLONES static void NAME(const S *restrict src, D *restrict dst, const Nest *g,          \
                             int64_t k0, int64_t k1)                                        \
