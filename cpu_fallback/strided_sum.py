@@ -185,16 +185,13 @@ class KernelSumPlan(FoldedSumPlan):
         self._split = split
         super().__init__(problem, layout)
         self.temporary_bytes = copy_bytes(problem, layout, split) if split else 0
-        kind = "column-loops" if by_column else "loops"
-        if by_fours:
-            kind = "column-loops-by-fours"
+        kind = ("column-loops-by-fours" if by_fours else "column-loops") if by_column else "loops"
         self.route = f"reduce:threaded-{kind}" if threaded else f"reduce:{kind}"
         n, stride, _ = layout.inner
         inner = "kept" if layout.inner_kept else "summed"
         if by_column:
             inner += ", each element summed over the middle indices"
-        if by_fours:
-            inner += " four a pass"
+            inner += " four a pass" if by_fours else ""
         threads = "OpenMP's threads" if threaded else "one thread"
         if split:
             threads += (f" sharing the middle indices, each into its own copy of D "
