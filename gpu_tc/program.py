@@ -32,7 +32,7 @@ from .problem import (
     label_roles,
     operand_spec,
 )
-from .strides import order_by_stride
+from .result_layout import natural_output, natural_outputs
 
 
 @dataclass(frozen=True)
@@ -236,35 +236,6 @@ def reduce_unneeded(prep: OperandPrep, needed: str) -> OperandPrep:
         return prep
     d = contiguous_spec(kept, [spec.extent(x) for x in kept], spec.dtype)
     return replace(prep, reduction=ReductionProblem(spec, d))
-
-
-def natural_output(a: TensorSpec, b: TensorSpec, output: TensorSpec) -> TensorSpec:
-    """A new result laid out as the GEMM writes it, listed in the output's label order.
-
-    Like numpy.einsum(optimize=True) and opt_einsum, a new result is the contraction's
-    own layout seen through a permuted view: (batch, M, N) with each group in its
-    operand's stride order, or (batch, N, M) when the output's last label is in M. So
-    no new result is ever written to a temporary and permuted again.
-    """
-    return natural_outputs(a, b, output)[0]
-
-
-def natural_outputs(a: TensorSpec, b: TensorSpec, output: TensorSpec) -> tuple[TensorSpec, ...]:
-    """The preferred natural layout (see natural_output), then the other orientation
-    when M and N are both non-empty."""
-    roles = label_roles(a.labels, b.labels, output.labels)
-    batch = order_by_stride(a, roles.batch)
-    m = order_by_stride(a, roles.free_a)
-    n = order_by_stride(b, roles.free_b)
-    orders = [m + n, n + m] if m and n else [m + n]
-    if output.labels[-1:] in m and m:
-        orders.reverse()
-    return tuple(
-        contiguous_spec(batch + o, [output.extent(x) for x in batch + o], output.dtype).permuted(
-            output.labels
-        )
-        for o in orders
-    )
 
 
 def _pairwise_steps(

@@ -14,7 +14,7 @@ from helpers import assert_close, random_array
 import gpu_tc
 from gpu_tc.backend import Scalars
 from gpu_tc.problem import ContractionProblem, contiguous_spec
-from gpu_tc.program import natural_outputs
+from gpu_tc.result_layout import natural_outputs
 
 pytestmark = pytest.mark.gpu
 

@@ -19,7 +19,7 @@ from gpu_tc.backend import UNSCALED, backend_of_type
 from gpu_tc.cache import PLAN_CACHE
 from gpu_tc.gemm import SMALL_FLOPS, GemmLowering, lower
 from gpu_tc.problem import ContractionProblem, contiguous_spec
-from gpu_tc.program import natural_output
+from gpu_tc.result_layout import natural_output
 from gpu_tc.run import allocate
 
 # (expression, extents, expected route, packed operands, looped labels or "")

@@ -11,8 +11,8 @@ from cpu_fallback.measure import MIN_FLOPS, RUN
 from cpu_fallback.orientation import OrientationTrial
 from gpu_tc import reference
 from gpu_tc.backend import Scalars
-from gpu_tc.problem import ContractionProblem, array_layout, contiguous_spec
-from gpu_tc.program import natural_outputs
+from gpu_tc.problem import ContractionProblem, TensorSpec, array_layout, contiguous_spec
+from gpu_tc.result_layout import natural_outputs
 
 LARGE = "ik,kj->ij"  # 256^3 x 2 flops: above MIN_FLOPS
 # Each orientation in turn: a lead-in call, then SAMPLES timed ones.
@@ -41,6 +41,19 @@ def test_natural_outputs_give_both_orientations_preferred_first():
 def test_one_orientation_when_a_side_has_no_free_label():
     a, b = _spec("ik", (3, 4)), _spec("k", (4,))
     assert len(natural_outputs(a, b, _spec("i", (3,)))) == 1
+
+
+def test_a_product_that_sums_nothing_takes_the_order_of_an_operand_with_every_label():
+    """No GEMM layout to keep: D in A's memory order where A has every label of D
+    (not the shared label outermost, as a batch label is), else in B's."""
+    (layout,) = natural_outputs(_spec("ij", (3, 5)), _spec("j", (5,)), _spec("ij", (3, 5)))
+    assert layout.strides == (5, 1)
+    fortran = TensorSpec("ij", (3, 5), (1, 3), "d")
+    (layout,) = natural_outputs(_spec("i", (3,)), fortran, _spec("ij", (3, 5)))
+    assert layout.strides == (1, 3)
+    # Neither has every label (an outer product): the GEMM's own layout, as before.
+    outer = natural_outputs(_spec("i", (3,)), _spec("j", (5,)), _spec("ij", (3, 5)))
+    assert outer[0].strides == (5, 1)
 
 
 def test_flops():

@@ -1,7 +1,7 @@
 """Choosing the layout of a new result on the GPU by timing its first calls.
 
 A final contraction into a new result may write it in the layout gpu_tc's rule prefers
-(:func:`gpu_tc.program.natural_outputs`), in the other GEMM orientation, or in the
+(:func:`gpu_tc.result_layout.natural_outputs`), in the other GEMM orientation, or in the
 layout asked for (C order of the output labels, as nvmath and cupy.einsum write it).
 Which runs fastest depends on the shape and on the kernels cuTENSOR or cuBLAS pick for
 it: on an H200, TCCG case 31 (``aged,cbfg->fedcba``, float64) ran at 12.1 TFLOP/s in
