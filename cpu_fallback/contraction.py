@@ -20,7 +20,7 @@ from gpu_tc.gemm import (
 from gpu_tc.problem import ContractionProblem, TensorSpec
 
 from . import cblas, kernels, openmp, workers
-from .fresh_call import fresh_call
+from .fresh_call import fresh_call, gives_scalar
 from .mkl import MklEngine
 from .permute import write_scaled
 from .stacks import Stack
@@ -110,6 +110,7 @@ class CpuContractionPlan(PlanDefaults):
             self.reason += "; " + plain.tiling.describe()
         elif scaled is not None:
             self.reason += "; with beta != 0: " + scaled.tiling.describe()
+        self.fresh_scalar = self.fresh is not None and gives_scalar(low, problem)
 
     def __repr__(self) -> str:
         return f"CpuContractionPlan(route={self.route!r}, reason={self.reason!r})"

@@ -131,6 +131,8 @@ class CpuReductionPlan(PlanDefaults):
             f"no copy of A, {how}"
         )
         self.fresh = None if by_einsum else self._fresh_call()
+        # A ufunc's reduction over every axis returns a NumPy scalar.
+        self.fresh_scalar = self.fresh is not None and not d.extents
 
     def _fresh_call(self) -> Any:
         """``f(a)`` returning D as a new array, one ufunc reduction: when one thread runs
@@ -147,7 +149,12 @@ class CpuReductionPlan(PlanDefaults):
         dtype = np.dtype(d.dtype)
         if dtype != np.dtype(self.problem.a.dtype) or dtype.kind not in "fc":
             keywords["dtype"] = dtype
-        return functools.partial(self._ufunc.reduce, **keywords) if keywords else self._ufunc.reduce
+        reduce, axes = self._ufunc.reduce, self._axes
+        if not keywords:
+            return reduce
+        if "dtype" not in keywords:  # the axes given in place: a partial's keyword costs more
+            return lambda a: reduce(a, axes)
+        return functools.partial(reduce, **keywords)
 
     def __repr__(self) -> str:
         return f"CpuReductionPlan(route={self.route!r}, reason={self.reason!r})"

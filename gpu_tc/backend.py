@@ -58,6 +58,8 @@ class PrimitivePlan(Protocol):
         reason: Why (read live: a plan may record a later decision).
         fresh: A fast path for a warm call, ``fresh(*inputs) -> new result`` laid out
             as the problem's D (a 0-d D may come back as a scalar of its dtype), or None.
+        fresh_scalar: Whether ``fresh`` always returns a 0-d D as the scalar callers
+            get (a NumPy scalar), so that backend.finish need not follow it.
         temporary_bytes: The most memory one execution allocates besides ``out``
             (packed operands, a staged result, workspace); a contraction's covers any
             scalars, a reduction's or element-wise operation's an unscaled call (a
@@ -68,6 +70,7 @@ class PrimitivePlan(Protocol):
     def route(self) -> str: ...
 
     fresh: Callable[..., Any] | None
+    fresh_scalar: bool
 
     @property
     def temporary_bytes(self) -> int: ...
@@ -90,6 +93,7 @@ class PlanDefaults:
     no temporaries."""
 
     fresh: Callable[..., Any] | None = None
+    fresh_scalar: bool = False
     temporary_bytes: int = 0
 
     def autotune(self, iterations: int) -> bool:

@@ -208,9 +208,12 @@ class EinsumPlan:
             if self._orientation is not None:  # the last step's layout is its to pick
                 lhs, rhs, _ = fresh_calls[-1]
                 fresh_calls[-1] = (lhs, rhs, self._orientation.fresh)
-            self.fast = finished(backend, chained(fresh_calls), output)
+            final_step = self._steps[-1][2]
+            self.fast = finished(backend, chained(fresh_calls), output,
+                                 final_step.fresh_scalar and self._orientation is None)
         elif not self._steps and not self.converts and self._final.fresh is not None:
-            self.fast = viewed(backend, program.operands[0], self._final.fresh, output)
+            self.fast = viewed(backend, program.operands[0], self._final.fresh, output,
+                               self._final.fresh_scalar)
         # (plan, problem) per stage: the problem names the labels of the plan's reason.
         reductions: list[tuple[PrimitivePlan, PrimitiveProblem]] = [
             (op.reduction, prep.reduction)
@@ -311,7 +314,8 @@ class StagePlan:
         fresh = self._plan.fresh
         self.fast: Any = None
         if fresh is not None and not self.converts and len(program.operands) == 1:
-            self.fast = viewed(backend, program.operands[0], fresh, self.output)
+            self.fast = viewed(backend, program.operands[0], fresh, self.output,
+                               self._plan.fresh_scalar)
 
     @property
     def route(self) -> str:

@@ -19,8 +19,11 @@ def own_view(calls: tuple[tuple[int, int], ...], order: tuple[int, ...] | None) 
     by ``order``, take (program.view_calls); None where there are none."""
     if not calls:
         return None if order is None else lambda x: x.transpose(order)
-    if calls == ((0, 1),) and order is None:
-        return lambda x: x.diagonal()
+    if len(calls) == 1:  # one diagonal: no loop (a warm call's whole budget is ~1 us)
+        first, second = calls[0]
+        if order is None:
+            return lambda x: x.diagonal(0, first, second)
+        return lambda x: x.diagonal(0, first, second).transpose(order)
 
     def take(x: Any) -> Any:
         for first, second in calls:
@@ -30,29 +33,32 @@ def own_view(calls: tuple[tuple[int, int], ...], order: tuple[int, ...] | None) 
     return take
 
 
-def viewed(backend: Backend, prep: OperandPrep, fresh: Any, output: TensorSpec) -> Any:
+def viewed(backend: Backend, prep: OperandPrep, fresh: Any, output: TensorSpec,
+           scalar: bool = False) -> Any:
     """``fresh`` applied to the view ``prep`` takes of its operand (a diagonal: a trace),
     finished as :func:`finished` does (a trace to a scalar in one frame)."""
     view, start = prep.view, prep.start
     if prep.cast or prep.reduction is not None:
         return None
     if view is None:
-        return finished(backend, fresh, output)
+        return finished(backend, fresh, output, scalar)
     if prep.diagonals == ((0, 1),) and prep.order is None:  # a trace
-        if output.extents:
+        if output.extents or scalar:
             return lambda x: fresh(x.diagonal())
         finish = backend.finish
         return lambda x: finish(fresh(x.diagonal()))
     take = own_view(prep.diagonals, prep.order)
     if take is not None:
-        return finished(backend, lambda x: fresh(take(x)), output)
-    return finished(backend, lambda x: fresh(backend.view(x, view, start=start)), output)
+        return finished(backend, lambda x: fresh(take(x)), output, scalar)
+    return finished(backend, lambda x: fresh(backend.view(x, view, start=start)), output,
+                    scalar)
 
 
-def finished(backend: Backend, fast: Any, output: TensorSpec) -> Any:
+def finished(backend: Backend, fast: Any, output: TensorSpec, scalar: bool = False) -> Any:
     """``fast`` whose result the caller gets as it is: with backend.finish (a scalar
-    for a 0-d result) where the result has no axis."""
-    if fast is None or output.extents:
+    for a 0-d result) where the result has no axis, unless ``scalar`` (``fast`` returns
+    that scalar itself)."""
+    if fast is None or output.extents or scalar:
         return fast
     finish = backend.finish
     return lambda *operands: finish(fast(*operands))

@@ -189,6 +189,63 @@ def test_a_warm_call_of_small_steps_is_their_matmuls_alone(expr, shapes, rng):
     assert_close(executed, exact, np.float64, scale)
 
 
+@pytest.mark.parametrize(
+    "expr, shapes, dtype, kernel",
+    [
+        ("ij,jk->ik", [(4, 5), (5, 3)], np.float64, np.dot),  # one product: numpy.dot
+        ("ij,j->i", [(4, 5), (5,)], np.float64, np.dot),  # gemv on the vector as it is
+        ("j,jk->k", [(5,), (5, 3)], np.float32, np.dot),
+        ("ij,ij->", [(4, 5), (4, 5)], np.float64, np.vdot),  # both flattened by vdot
+        ("ij,ij->", [(4, 5), (4, 5)], np.int64, np.vdot),
+        ("ij,ij->", [(4, 5), (4, 5)], np.complex128, None),  # vdot would conjugate A
+        ("ij,ji->", [(4, 5), (5, 4)], np.float64, None),  # B read transposed: no vdot
+        ("bij,bjk->bik", [(2, 4, 5), (2, 5, 3)], np.float64, np.matmul),  # a stack
+    ],
+)
+def test_a_warm_product_is_one_numpy_call_where_one_serves(expr, shapes, dtype, kernel, rng):
+    """One product of arrays that fill their memory runs as numpy.dot (numpy.vdot for
+    two real arrays read whole, in their own order), a stack as numpy.matmul; every
+    result, a scalar for a 0-d one, as the reference's."""
+    ops = [random_array(rng, s, dtype) for s in shapes]
+    gpu_tc.plan_cache().clear()
+    got = gpu_tc.einsum(expr, *ops)
+    plan = PLAN_CACHE.programs.peek(backend_of_type(np.ndarray).warm_key((expr, *ops)))
+    assert plan is not None and plan.fast is not None, plan and plan.reason
+    if kernel is not None:
+        assert plan.fast is kernel
+    else:
+        assert plan.fast not in (np.dot, np.vdot, np.matmul)
+    if np.dtype(dtype).kind == "i":
+        assert np.array_equal(got, np.einsum(expr, *ops))  # integers: exact
+    else:
+        exact, scale = reference_einsum(expr, *ops)
+        assert_close(got, exact, np.dtype(dtype), scale)
+    assert np.asarray(got).shape == np.einsum(expr, *ops).shape
+    if not np.ndim(got):
+        assert type(got) is type(np.einsum(expr, *ops)), type(got)  # a NumPy scalar
+
+
+@pytest.mark.parametrize("expr, shapes", [
+    ("i,j->ij", [(4,), (5,)]),  # the second vector broadcast as it is
+    ("i,j", [(1,), (2,)]),  # extents of one: the first still needs its axis
+    ("ij,j->ij", [(3, 4), (4,)]),
+    ("j,ij->ij", [(4,), (3, 4)]),
+    ("ij,k->kji", [(2, 3), (4,)]),
+])
+def test_a_warm_broadcast_product_has_numpys_shape_and_values(expr, shapes, rng):
+    """A product with no label summed, warm, into a new result: numpy.einsum's shape
+    and layout (C-ordered operands: the order of the one with every label, not the
+    shared labels outermost) and the reference's values on every call."""
+    ops = [random_array(rng, s, np.float64) for s in shapes]
+    gpu_tc.plan_cache().clear()
+    exact, scale = reference_einsum(expr, *ops)
+    expected = np.einsum(expr, *ops)
+    for _ in range(3):
+        got = gpu_tc.einsum(expr, *ops)
+        assert (got.shape, got.strides) == (expected.shape, expected.strides)
+        assert_close(got, exact, np.float64, scale)
+
+
 @pytest.mark.parametrize("expr, shapes", [
     ("ii->", [(4, 4)]),
     ("ij,jk->ik", [(4, 5), (5, 3)]),
@@ -235,8 +292,9 @@ def test_a_product_matmul_writes_transposed_takes_the_operands_in_the_other_orde
     expr, shapes, order, rng
 ):
     """Where matmul(a, b) would write D transposed, the warm call computes b @ a from
-    views of the operands (no transposes undone after the call), D in execute()'s
-    layout, values as the reference."""
+    views of the operands (no transposes undone after the call; numpy.dot for one
+    product of arrays that fill their memory), D in execute()'s layout, values as the
+    reference."""
     ops = [np.asarray(random_array(rng, s, np.float64), order=o) for s, o in zip(shapes, order)]
     gpu_tc.plan_cache().clear()
     got = gpu_tc.einsum(expr, *ops)
@@ -244,7 +302,8 @@ def test_a_product_matmul_writes_transposed_takes_the_operands_in_the_other_orde
     plan = PLAN_CACHE.programs.peek(backend.warm_key((expr, *ops)))
     assert plan is not None and plan.fast is not None, plan and plan.reason
     if "m" not in expr and order == "CC":
-        assert plan.fast is fresh_call._reversed_matmul
+        batched = expr.startswith("b")
+        assert plan.fast is (fresh_call._reversed_matmul if batched else fresh_call._reversed_dot)
     executed = allocate(backend, plan.output)
     plan.execute(ops, executed, UNSCALED, None)
     assert np.asarray(got).strides == executed.strides

@@ -33,7 +33,8 @@ python_einsum = inspect.unwrap(gpu_tc.einsum)
 
 # Expressions whose warm calls take each kind of warm function: one product, a chain,
 # a trace to a scalar, a dot, a diagonal view, a transposed view, a reduction, a
-# broadcast product.
+# broadcast product; a sum to a scalar, a batched and a partial trace, a product to a
+# vector or a scalar (numpy.dot, numpy.vdot), a product broadcast without a reshape.
 CASES = [
     ("ij,jk->ik", [(4, 5), (5, 3)]),
     ("ij,jk,kl->il", [(4, 5), (5, 6), (6, 3)]),
@@ -47,6 +48,13 @@ CASES = [
     ("ijk,kl->ijl", [(4, 4, 4), (4, 4)]),
     ("i,j->ij", [(3,), (4,)]),
     ("bij,bjk->bik", [(2, 4, 4), (2, 4, 4)]),
+    ("ij->", [(3, 4)]),
+    ("bii->b", [(2, 4, 4)]),
+    ("iij->j", [(4, 4, 3)]),
+    ("ijkj->ik", [(3, 4, 5, 4)]),
+    ("ij,j->i", [(3, 4), (4,)]),
+    ("ij,ij->", [(3, 4), (3, 4)]),
+    ("ij,j->ij", [(3, 4), (4,)]),
 ]
 
 
