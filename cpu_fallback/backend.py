@@ -28,7 +28,7 @@ from .gathered import gathered_plans
 from .measure import MIN_FLOPS
 from .measured_plan import MeasuredPlan
 from .orientation import OrientationTrial
-from .pairwise_sum import pairwise_sum_plans
+from .pairwise_sum import one_thread_plan, pairwise_sum_plans
 from .permute import CpuPermutationPlan, may_stream
 from .pool import HOST_POOL
 from .reduction import CpuReductionPlan
@@ -211,7 +211,11 @@ class CpuBackend:
         or several (cpu_fallback.strided_sum), timed; for a large float sum of contiguous
         stretches, that and the same pairwise sums on OpenMP's threads
         (cpu_fallback.pairwise_sum), timed, the latter first where the ufunc's
-        reduction would be split over threads."""
+        reduction would be split over threads; for a middling float sum of several
+        contiguous rows, those pairwise sums on the calling thread, untimed."""
+        one_thread = one_thread_plan(problem)
+        if one_thread is not None:
+            return one_thread
         plan = CpuReductionPlan(problem, options.memory_limit)
         strided = strided_sum_plans(problem, options.memory_limit)
         pairwise = pairwise_sum_plans(problem)

@@ -13,7 +13,14 @@ from helpers import call_until_reason, count_fresh_calls
 
 import gpu_tc
 from cpu_fallback import kernels, pairwise_sum
-from cpu_fallback.pairwise_sum import PairwiseSumPlan, pairwise_sum_plans, pieces_per_row
+from cpu_fallback.pairwise_sum import (
+    MIN_BYTES,
+    MIN_ONE_THREAD,
+    PairwiseSumPlan,
+    one_thread_plan,
+    pairwise_sum_plans,
+    pieces_per_row,
+)
 from cpu_fallback.sum_layout import LeafProgram, RowLayout, cuts, is_run, leaf_program, row_layout
 from gpu_tc.backend import Scalars
 from gpu_tc.options import ReduceOp, UnaryOp
@@ -261,6 +268,36 @@ def test_small_sums_and_one_core_get_no_plan(monkeypatch):
     assert len(pairwise_sum_plans(_problem(np.ones((4, 1 << 15)), "ab", "a"))) == 1  # 1 MiB
     monkeypatch.setattr(pairwise_sum.os, "cpu_count", lambda: 1)
     assert pairwise_sum_plans(_problem(np.ones((4, 1 << 15)), "ab", "a")) == ()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(300, 300), (64, 64), (3000, 30), (2, 4096)])
+def test_middling_row_sums_run_on_the_calling_thread_with_numpys_bits(rng, shape, dtype):
+    """Several contiguous rows, MIN_ONE_THREAD elements up to MIN_BYTES: the kernel on
+    the calling thread, chosen without timing, warm and cold calls, alpha and beta too,
+    bit for bit NumPy's reduction."""
+    a = rng.standard_normal(shape).astype(dtype)
+    plan = gpu_tc.prepare("ij->i", a)
+    assert plan.route == "reduce:pairwise", plan.reason
+    assert "compiled loops on one thread in NumPy's pairwise order" in plan.reason
+    expected = np.add.reduce(a, axis=1)
+    for _ in range(3):
+        assert np.array_equal(gpu_tc.einsum("ij->i", a), expected)
+    c = rng.standard_normal(shape[0]).astype(dtype)
+    got = gpu_tc.reduce("ij->i", a, alpha=2.0, beta=0.5, c=c)
+    np.testing.assert_allclose(got, 2.0 * expected + 0.5 * c, rtol=1e-6)
+
+
+def test_the_calling_thread_takes_only_middling_sums_of_several_contiguous_rows():
+    def plan(shape, labels="ab", kept="a", dtype=np.float64, view=lambda x: x):
+        return one_thread_plan(_problem(view(np.ones(shape, dtype)), labels, kept))
+    assert plan((MIN_ONE_THREAD // 64, 64)) is not None
+    assert plan((MIN_ONE_THREAD // 64 - 1, 64)) is None  # tiny: the ufunc's call is cheaper
+    assert plan((MIN_BYTES // 8 // 64, 64)) is None  # large: timed against the threads
+    assert plan((1, 8192), "ab", "a") is None  # one row: the ufunc has no cost per row
+    assert plan((64, 128), "ab", "b") is None  # columns: rows not contiguous
+    assert plan((64, 128), dtype=np.int64) is None  # integers: not pairwise
+    assert plan((128, 128), view=lambda x: x[:, ::2]) is None  # stepped rows
 
 
 def test_a_long_diagonal_gets_the_plan_from_2048_elements(monkeypatch):
