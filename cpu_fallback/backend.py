@@ -23,6 +23,7 @@ from gpu_tc.problem import (
 
 from . import cblas, mkl
 from .contraction import CpuContractionPlan
+from .einsum_loops import einsum_loops_plan, product_loops_plan
 from .elementwise import CpuElementwisePlan
 from .gathered import gathered_plans
 from .measure import MIN_FLOPS
@@ -170,11 +171,16 @@ class CpuBackend:
         where one copies or loops, the small-K kernel on the operands where they lie:
         cpu_fallback.gathered, which also computes a broadcast product as a K = 1
         product) and the problem has measure.MIN_FLOPS (a product: PRODUCT_MIN_BYTES of
-        D), a plan that times them on its first calls (cpu_fallback.measure)."""
+        D), a plan that times them on its first calls (cpu_fallback.measure). Where the
+        batch labels lie innermost and the free extents are few (batched dots,
+        cpu_fallback.einsum_loops), numpy.einsum's loops are timed too, or, below
+        MIN_FLOPS, run untimed; a large broadcast product times them beside NumPy's
+        multiply."""
         budget = default_budget(problem) if options.memory_limit is None else options.memory_limit
         choices = policies(problem)
+        loops = einsum_loops_plan(problem, options.memory_limit)
         if problem.flops < MIN_FLOPS and not _large_product(problem):
-            return CpuContractionPlan(problem, choices[0], budget)
+            return loops or CpuContractionPlan(problem, choices[0], budget)
         lowered = [CpuContractionPlan(problem, policy, budget) for policy in choices]
         lowered += [CpuContractionPlan(problem, plan.policy, budget, small_k=True)
                     for plan in lowered if plan.small_k_serves()]
@@ -186,6 +192,9 @@ class CpuBackend:
         if any(plan.rearranges or plan.multiplies for plan in lowered):
             plans += gathered_plans(problem, lowered[0], budget)
         plans += _loop_plans(problem, choices, budget, engine)
+        if loops is None and _large_product(problem):
+            loops = product_loops_plan(problem, options.memory_limit)
+        plans += [loops] if loops is not None else []
         if len(plans) == 1:
             return plans[0]
         # The rule's lowering on NumPy's BLAS comes first only as a guess: the first

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from gpu_tc.backend import PlanDefaults, Scalars
+from gpu_tc.numpy_einsum import NUMPY_EINSUM
 from gpu_tc.operators import REDUCE, UNARY
 from gpu_tc.options import ReduceOp, UnaryOp
 from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
@@ -206,7 +207,7 @@ class CpuReductionPlan(PlanDefaults):
 
 def _einsum(axes: list[int], kept: list[int], x: Any, out: Any) -> None:
     """out = the sum of ``x`` over the axes not in ``kept`` (numpy.einsum's sublists)."""
-    np.einsum(x, axes, kept, out=out)
+    NUMPY_EINSUM(x, axes, kept, out=out)
 
 
 def _cut(x: Any, axis: int, part: slice) -> Any:

@@ -7,6 +7,7 @@ Example:
     (2, 4)
 """
 
+from . import numpy_einsum  # noqa: F401, I001 - numpy's einsum, taken before any drop-in
 from .api import (
     contract,
     einsum,

@@ -79,6 +79,13 @@ def order_by_stride(spec: TensorSpec, labels: str) -> str:
     return "".join(sorted(labels, key=lambda x: -abs(spec.stride(x))))
 
 
+def batch_innermost(spec: TensorSpec, batch: str) -> bool:
+    """Whether the operand's smallest stride of an axis longer than 1 is one of the
+    ``batch`` labels' (a stack of matrices read across the stack; True for none)."""
+    strides = [(abs(spec.stride(x)), x not in batch) for x in spec.labels if spec.extent(x) > 1]
+    return not strides or not min(strides)[1]
+
+
 def is_blas_matrix(rows: Merged, cols: Merged) -> bool:
     """Whether BLAS can read the matrix (rows x cols) in place.
 
