@@ -226,7 +226,9 @@ def test_a_warm_product_is_one_numpy_call_where_one_serves(expr, shapes, dtype, 
 
 
 @pytest.mark.parametrize("expr, shapes", [
-    ("i,j->ij", [(4,), (5,)]),  # the second vector broadcast as it is
+    ("i,j->ij", [(4,), (5,)]),  # an outer product: a column times a row by numpy.dot
+    ("ij,k->ijk", [(2, 3), (4,)]),
+    ("k,ij->kij", [(4,), (2, 3)]),
     ("i,j", [(1,), (2,)]),  # extents of one: the first still needs its axis
     ("ij,j->ij", [(3, 4), (4,)]),
     ("j,ij->ij", [(4,), (3, 4)]),
@@ -244,6 +246,7 @@ def test_a_warm_broadcast_product_has_numpys_shape_and_values(expr, shapes, rng)
         got = gpu_tc.einsum(expr, *ops)
         assert (got.shape, got.strides) == (expected.shape, expected.strides)
         assert_close(got, exact, np.float64, scale)
+        assert np.array_equal(got, expected)  # one product an element: exact
 
 
 @pytest.mark.parametrize("expr, shapes", [
