@@ -112,15 +112,11 @@ def fresh_call(low: Any, problem: ContractionProblem) -> Any:
         written = low.d.shape[:-2] + (low.d.shape[-1:] + low.d.shape[-2:-1] if swapped
                                       else low.d.shape[-2:])
         dense = _dense(problem.a) and _dense(problem.b)
-        two_vectors = not d.extents and len(low.a.grouped) == 1 == len(low.b.grouped)
-        one_product = len(low.a.shape) == 2 == len(low.b.shape) == len(low.d.shape)
-        if one_product and (dense or two_vectors):
-            # One product, not a stack, of operands that fill their memory (numpy.dot
-            # copies a strided matrix that matmul hands BLAS as it is; two vectors it
-            # reads at any stride): numpy.dot, the same BLAS call as numpy.matmul's on
-            # matrices for ~0.2 us less a call (a 4x4 product: 0.47 us against 0.68);
-            # a vector kept one-dimensional (BLAS gemv, or dot for two vectors: a
-            # scalar), so D needs no reshape from a row or a column of one.
+        if _by_dot(low, problem):
+            # numpy.dot, the same BLAS call as numpy.matmul's on matrices for ~0.2 us
+            # less a call (a 4x4 product: 0.47 us against 0.68); a vector kept
+            # one-dimensional (BLAS gemv, or dot for two vectors: a scalar), so D needs
+            # no reshape from a row or a column of one.
             kernel = _reversed_dot if swapped else np.dot
             if not swapped:
                 rows, cols = written
@@ -151,9 +147,19 @@ def fresh_call(low: Any, problem: ContractionProblem) -> Any:
 
 
 def gives_scalar(low: Any, problem: ContractionProblem) -> bool:
-    """Whether :func:`fresh_call`'s call returns a 0-d D as a NumPy scalar: a GEMM's
-    (numpy.dot or numpy.vdot of two vectors does); a broadcast product's is a 0-d array."""
-    return isinstance(low, GemmLowering) and not problem.d.extents
+    """Whether :func:`fresh_call`'s call returns a 0-d D as a NumPy scalar: by numpy.dot
+    or numpy.vdot of two vectors; matmul's (1, 1) reshaped, or a broadcast product's, is
+    a 0-d array."""
+    return not problem.d.extents and isinstance(low, GemmLowering) and _by_dot(low, problem)
+
+
+def _by_dot(low: GemmLowering, problem: ContractionProblem) -> bool:
+    """Whether the call is numpy.dot's: one product, not a stack, of operands that fill
+    their memory (numpy.dot copies a strided matrix that matmul hands BLAS as it is), or
+    of two vectors into a scalar (read at any stride)."""
+    one_product = len(low.a.shape) == 2 == len(low.b.shape) == len(low.d.shape)
+    two_vectors = not problem.d.extents and len(low.a.grouped) == 1 == len(low.b.grouped)
+    return one_product and (_dense(problem.a) and _dense(problem.b) or two_vectors)
 
 
 def _matmul_order(spec: MatrixOperand, d: TensorSpec) -> tuple[int, ...] | None:

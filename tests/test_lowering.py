@@ -200,13 +200,18 @@ def test_a_warm_call_of_small_steps_is_their_matmuls_alone(expr, shapes, rng):
         ("ij,ij->", [(4, 5), (4, 5)], np.complex128, None),  # vdot would conjugate A
         ("ij,ji->", [(4, 5), (5, 4)], np.float64, None),  # B read transposed: no vdot
         ("bij,bjk->bik", [(2, 4, 5), (2, 5, 3)], np.float64, np.matmul),  # a stack
+        ("ij,ij->", [(8, 5), (8, 5)], "stepped", None),  # strided: matmul, still a scalar
     ],
 )
 def test_a_warm_product_is_one_numpy_call_where_one_serves(expr, shapes, dtype, kernel, rng):
     """One product of arrays that fill their memory runs as numpy.dot (numpy.vdot for
     two real arrays read whole, in their own order), a stack as numpy.matmul; every
     result, a scalar for a 0-d one, as the reference's."""
-    ops = [random_array(rng, s, dtype) for s in shapes]
+    if dtype == "stepped":  # every other row of each operand: neither fills its memory
+        dtype = np.float64
+        ops = [random_array(rng, s, dtype)[::2] for s in shapes]
+    else:
+        ops = [random_array(rng, s, dtype) for s in shapes]
     gpu_tc.plan_cache().clear()
     got = gpu_tc.einsum(expr, *ops)
     plan = PLAN_CACHE.programs.peek(backend_of_type(np.ndarray).warm_key((expr, *ops)))
