@@ -16,7 +16,9 @@ def natural_output(a: TensorSpec, b: TensorSpec, output: TensorSpec) -> TensorSp
     Like numpy.einsum(optimize=True) and opt_einsum, a new result is the contraction's
     own layout seen through a permuted view: (batch, M, N) with each group in its
     operand's stride order, or (batch, N, M) when the output's last label is in M. So
-    no new result is ever written to a temporary and permuted again.
+    no new result is ever written to a temporary and permuted again. A batch read along
+    it (:func:`along_batch`) stays innermost, (M, N, batch); a product that sums nothing
+    takes the order of an operand that has every label of D.
     """
     return natural_outputs(a, b, output)[0]
 
