@@ -150,7 +150,10 @@ def _settled_fresh_plan(cp: Any) -> tuple[Any, list[str]]:
 
     log: list[str] = []
     d = TensorSpec("ab", (2, 3), (1, 2), "float64")  # Fortran order
-    plan = TimedPlan([_RefusablePlan("slow", 1.0, 0.005, log),
+    # 30 ms apart: with 5 ms, in one clean-clone CI run (the suite on 2 busy cores) the
+    # call after the plan settled on the quick route ran the slow one (not traced: a
+    # wider gap leaves a busy host less room to reverse the two).
+    plan = TimedPlan([_RefusablePlan("slow", 1.0, 0.03, log),
                       _RefusablePlan("quick", 2.0, 0.0, log)], d)
     results = [plan.fresh() for _ in range(_timed_calls())]
     assert all(r.strides == (8, 16) for r in results)  # new arrays laid out as D
