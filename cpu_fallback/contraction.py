@@ -20,7 +20,7 @@ from gpu_tc.gemm import (
 from gpu_tc.problem import ContractionProblem, TensorSpec
 
 from . import cblas, kernels, openmp, workers
-from .fresh_call import fresh_call, gives_scalar
+from .fresh_call import fresh_call, gives_scalar, outer_extents
 from .mkl import MklEngine
 from .permute import write_scaled
 from .stacks import Stack
@@ -76,6 +76,9 @@ class CpuContractionPlan(PlanDefaults):
         # nor another engine's).
         self.fresh = (None if self._small_k or engine else fresh_call(self.lowering, problem))
         low = self.lowering
+        # An outer product runs as numpy.dot on NumPy's BLAS, as its warm call does.
+        self._outer = (outer_extents(problem)
+                       if isinstance(low, MultiplyLowering) and engine is None else None)
         # D's axes from the (batch, rows, cols) order of an unpacked temporary.
         self._d_order = tuple(np.argsort(low.d.perm)) if isinstance(low, GemmLowering) else ()
         self._stacks: tuple[Stack, ...] = ((Stack(low.a), Stack(low.b), Stack(low.d))
@@ -128,6 +131,11 @@ class CpuContractionPlan(PlanDefaults):
             stack_a, stack_b, _ = self._stacks
             self.multiply(stack_a.of(a), stack_b.of(b), d, alpha, beta, c)
         elif isinstance(low, MultiplyLowering):
+            if self._outer is not None and beta == 0 and d.flags.c_contiguous:
+                m, n = self._outer
+                np.dot(a.reshape(m, 1), b.reshape(1, n), out=d.reshape(m, n))
+                write_scaled(d, d, alpha, beta, c)
+                return
             product = np.multiply(
                 _broadcast(a, low.a), _broadcast(b, low.b), out=None if beta else d
             )

@@ -28,19 +28,22 @@ def _shaper(perm: tuple[int, ...], grouped: tuple[int, ...], shape: tuple[int, .
     return lambda x: x.transpose(perm).reshape(shape)
 
 
-def _outer(problem: ContractionProblem) -> bool:
-    """Whether D is the outer product of A and B, each read whole in its own order (D's
-    labels A's then B's), of a dtype BLAS multiplies."""
+def outer_extents(problem: ContractionProblem) -> tuple[int, int] | None:
+    """(A's size, B's size) where D is their outer product, each read whole in its own
+    order (D's labels A's then B's, D C-ordered), of a dtype BLAS multiplies: A as a
+    column times B as a row by numpy.dot (BLAS, K = 1; a 64 x 64 float64 'i,j->ij' in
+    1.7 us, where NumPy's multiply of a column by a row took 4.4, numpy.einsum 3.9;
+    256 x 256: 50 us against 59, einsum 32); else None."""
     a, b, d = problem.a, problem.b, problem.d
-    return (d.labels == a.labels + b.labels and bool(a.labels) and bool(b.labels)
-            and np.dtype(d.dtype).kind in "fc")
+    if (d.labels != a.labels + b.labels or not a.labels or not b.labels
+            or np.dtype(d.dtype).kind not in "fc"
+            or d.strides != contiguous_spec(d.labels, d.extents, d.dtype).strides):
+        return None
+    return a.size, b.size
 
 
-def _outer_call(problem: ContractionProblem) -> Any:
-    """``f(a, b)``: A as a column times B as a row by numpy.dot (BLAS, K = 1), reshaped
-    to D: a 64 x 64 float64 'i,j->ij' in 1.7 us, where NumPy's multiply of a column by
-    a row took 4.4 (numpy.einsum 3.9); 256 x 256: 50 us against 59 (einsum 32)."""
-    m, n, extents = problem.a.size, problem.b.size, problem.d.extents
+def _outer_call(m: int, n: int, extents: tuple[int, ...]) -> Any:
+    """``f(a, b)``: the outer product of ``outer_extents`` as a new array of D's extents."""
     dot = np.dot
     if len(extents) == 2:
         return lambda a, b: dot(a.reshape(m, 1), b.reshape(1, n))
@@ -89,8 +92,9 @@ def fresh_call(low: Any, problem: ContractionProblem) -> Any:
     if isinstance(low, MultiplyLowering):
         if d.strides != contiguous_spec(d.labels, d.extents, d.dtype).strides:
             return None
-        if _outer(problem):
-            return _outer_call(problem)
+        outer = outer_extents(problem)
+        if outer is not None:
+            return _outer_call(*outer, d.extents)
         # The product of the operands in D's label order is D's shape, unless a summed
         # label of extent one is dropped.
         summed = set(problem.a.labels + problem.b.labels) - set(d.labels)

@@ -254,6 +254,23 @@ def test_a_warm_broadcast_product_has_numpys_shape_and_values(expr, shapes, rng)
         assert np.array_equal(got, expected)  # one product an element: exact
 
 
+def test_an_outer_product_into_an_out_is_exact_scaled_or_not(rng):
+    """execute() of an outer product (what a measured plan times) runs numpy.dot as its
+    warm call does, into a C-ordered out; a Fortran-ordered out, or beta, takes the
+    broadcast multiply: every result as NumPy's."""
+    a, b = rng.standard_normal(5), rng.standard_normal(7)
+    expected = a[:, None] * b
+    for order in "CF":
+        out = np.zeros((5, 7), order=order)
+        gpu_tc.einsum("i,j->ij", a, b, out=out)
+        assert np.array_equal(out, expected)
+    c = rng.standard_normal((5, 7))
+    np.testing.assert_allclose(gpu_tc.contract("i,j->ij", a, b, alpha=2.0),
+                               2.0 * expected, rtol=1e-15)
+    np.testing.assert_allclose(gpu_tc.contract("i,j->ij", a, b, alpha=2.0, beta=0.5, c=c),
+                               2.0 * expected + 0.5 * c, rtol=1e-12)
+
+
 @pytest.mark.parametrize("expr, shapes", [
     ("ii->", [(4, 4)]),
     ("ij,jk->ik", [(4, 5), (5, 3)]),
