@@ -60,9 +60,7 @@ def pairwise_sum_plans(problem: ReductionProblem) -> tuple[PairwiseSumPlan, ...]
     contiguous stretch or one evenly spaced run (a diagonal) per output element, A and
     D of one dtype; none otherwise, on one core, or without the compiled kernel."""
     a, d = problem.a, problem.d
-    if (problem.op_reduce is not ReduceOp.SUM or problem.op_a is not UnaryOp.IDENTITY
-            or a.dtype not in _DTYPES or d.dtype != a.dtype
-            or (os.cpu_count() or 1) < 2):
+    if not _pairwise(problem) or (os.cpu_count() or 1) < 2:
         return ()
     layout = row_layout(problem, d)
     if layout is None or (layout.step > 1 and not _apart(problem, layout)):
@@ -83,14 +81,20 @@ def one_thread_plan(problem: ReductionProblem) -> PairwiseSumPlan | None:
     stretch (a row sum, 'ij->i') of MIN_ONE_THREAD elements to MIN_BYTES, A and D of one
     dtype; None otherwise or without the compiled kernel."""
     a, d = problem.a, problem.d
-    if (problem.op_reduce is not ReduceOp.SUM or problem.op_a is not UnaryOp.IDENTITY
-            or a.dtype not in _DTYPES or d.dtype != a.dtype or a.size < MIN_ONE_THREAD
+    if (not _pairwise(problem) or a.size < MIN_ONE_THREAD
             or a.size * np.dtype(a.dtype).itemsize >= MIN_BYTES):
         return None
     layout = row_layout(problem, d)
     if layout is None or layout.step != 1 or layout.row_src.size < 2 or _kernel() is None:
         return None
     return PairwiseSumPlan(problem, layout, 1, parallel=False)
+
+
+def _pairwise(problem: ReductionProblem) -> bool:
+    """Whether NumPy sums ``problem`` in pairwise order: a float SUM with no operator,
+    A and D of one dtype."""
+    return (problem.op_reduce is ReduceOp.SUM and problem.op_a is UnaryOp.IDENTITY
+            and problem.a.dtype in _DTYPES and problem.d.dtype == problem.a.dtype)
 
 
 def _apart(problem: ReductionProblem, layout: RowLayout) -> bool:
