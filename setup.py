@@ -17,7 +17,8 @@ def kernel(name: str, source: str) -> Extension:
     return Extension(
         f"cpu_fallback.{name}",
         sources=[f"cpu_fallback/{source}"],
-        depends=["cpu_fallback/kernel_common.h", "cpu_fallback/nontemporal.h"],
+        depends=["cpu_fallback/kernel_common.h", "cpu_fallback/nontemporal.h",
+                 "cpu_fallback/transpose_blocks.h", "cpu_fallback/streamed_rows.h"],
         extra_compile_args=["-O3", "-fopenmp", "-std=c11"],
         extra_link_args=["-fopenmp"],
         optional=True,

@@ -23,9 +23,15 @@
  * is not for x86-64.
  */
 #include "kernel_common.h"
-#include "nontemporal.h"
+#include "streamed_rows.h"
 
 #include <stdlib.h>
+
+/* The register transposes this CPU runs (transpose_blocks.h), for 8- and 4-byte words,
+ * their block sides, and the build's name; chosen when the module loads. */
+static TransposeTile transpose8, transpose4;
+static int64_t side8, side4;
+static const char *isa = "baseline";
 
 /* Runs this long (in words) are copied straight from source to destination. */
 #define DIRECT_WORDS 16
@@ -55,39 +61,6 @@ static int64_t count_jobs(const Geometry *g)
                                       (uintptr_t)(((first) + x_) * (int64_t)sizeof(*(base)))), \
                        rw, 3)
 
-/* Bytes of scratch a streamed row needs beyond its own length (see stream_tile). */
-#define ROW_SLACK 4096
-
-/* Write a tile's mr x mc elements of ev words, read along the source's rows into `buf`
- * (rows `width` words apart), to the destination's rows (column j at dst + col_dst[j])
- * with non-temporal stores, each row gathered first into `scratch` (its length plus
- * ROW_SLACK bytes), where its address differs from the row's by about 2 KiB modulo
- * 4 KiB: a load whose address matched a pending non-temporal store's in its low 12 bits
- * waited for it (a 128 MiB 'abcd->badc' on one Zen 4 core: 24 ms, or 17.5 so placed). */
-#define DEFINE_STREAM_TILE(T)                                                              \
-    static void stream_tile_##T(T *dst, const int64_t *restrict col_dst,                   \
-                                const T *restrict buf, char *scratch, int64_t mr,          \
-                                int64_t mc, int64_t width, int64_t ev)                     \
-    {                                                                                      \
-        for (int64_t j = 0; j < mc; j++) {                                                 \
-            char *row = (char *)(dst + col_dst[j]);                                        \
-            T *restrict out = (T *)(scratch + (((uintptr_t)row + 2048 - (uintptr_t)scratch) \
-                                               & (ROW_SLACK - 64)));                         \
-            if (ev == 1)                                                                   \
-                for (int64_t i = 0; i < mr; i++)                                           \
-                    out[i] = buf[i * width + j];                                           \
-            else                                                                           \
-                for (int64_t i = 0; i < mr; i++)                                           \
-                    for (int64_t v = 0; v < ev; v++)                                       \
-                        out[i * ev + v] = buf[i * width + j * ev + v];                     \
-            stream_bytes(row, (const char *)out, (size_t)(mr * ev) * sizeof(T));           \
-        }                                                                                  \
-    }
-
-DEFINE_STREAM_TILE(uint8_t)
-DEFINE_STREAM_TILE(uint16_t)
-DEFINE_STREAM_TILE(uint32_t)
-DEFINE_STREAM_TILE(uint64_t)
 
 /* Copy tiles first .. last - 1 (the destination's rows advance fastest), with `buf`
  * (tr * tc * ev words, then a streamed row's scratch: tr * ev words and ROW_SLACK bytes)
@@ -115,6 +88,9 @@ DEFINE_STREAM_TILE(uint64_t)
             do0 += idx[k] * outer[3 * k + 2];                                              \
         }                                                                                  \
         const int fast = sv == 1 && dv == 1 && sc == ev && dr == ev;                       \
+        const TransposeTile transpose =                                                    \
+            sizeof(T) == 8 ? transpose8 : sizeof(T) == 4 ? transpose4 : NULL;               \
+        const int64_t side = sizeof(T) == 8 ? side8 : side4;                               \
         for (int64_t job = first; job < last; job++) {                                     \
             const int64_t r0 = br * tr, c0 = bc * tc, so = so0, d0 = do0;                  \
             const int64_t mr = tr < nr - r0 ? tr : nr - r0;                                \
@@ -155,6 +131,18 @@ DEFINE_STREAM_TILE(uint64_t)
                 const int64_t nr0 = br * tr, nc0 = bc * tc;                                \
                 const int64_t pr = job + 1 < last ? (tr < nr - nr0 ? tr : nr - nr0) : 0;   \
                 const int64_t pc = job + 1 < last ? (tc < nc - nc0 ? tc : nc - nc0) : 0;   \
+                if (ev == 1 && transpose != NULL && mr % side == 0 && mc % side == 0) {    \
+                    for (int64_t i = 0; i < pr; i++) /* whole blocks: in registers */      \
+                        PREFETCH(src, so0 + row_src[nr0 + i] + nc0, pc, line, 0);          \
+                    if (stream)                                                            \
+                        stream_blocks_##T(src + so + c0, row_src + r0, dst + d0 + r0,      \
+                                          col_dst + c0, mr, mc, transpose, side,           \
+                                          buf + tr * width + tr + ROW_SLACK / sizeof(T));   \
+                    else                                                                   \
+                        transpose(src + so + c0, row_src + r0, dst + d0 + r0, col_dst + c0, \
+                                  mr, mc);                                                 \
+                    continue;                                                              \
+                }                                                                          \
                 for (int64_t i = 0; i < mr; i++) {                                         \
                     const T *row = src + so + row_src[r0 + i] + c0 * ev;                   \
                     if (i < pr)                                                            \
@@ -220,7 +208,8 @@ DEFINE_COPY_JOBS(uint64_t)
 static int copy_range(const void *src, void *dst, int word, const Geometry *g,
                       int64_t first, int64_t last)
 {
-    void *buf = malloc((size_t)((g->tr * g->tc + g->tr) * g->ev) * (size_t)word + ROW_SLACK);
+    const size_t scratch = (size_t)((g->tr * g->tc + g->tr) * g->ev) * (size_t)word + ROW_SLACK;
+    void *buf = malloc(scratch + BLOCK_ROWS * ((size_t)g->tr * (size_t)word + ROW_SLACK));
     int64_t *idx = malloc((size_t)(g->n_outer > 0 ? g->n_outer : 1) * sizeof(int64_t));
     int failed = buf == NULL || idx == NULL;
     if (!failed) {
@@ -333,8 +322,17 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(isa_doc, "isa()\n--\n\nThe build of the register transposes this module runs: "
+                      "'avx512f', 'avx2' or 'baseline' (none).");
+
+static PyObject *isa_name(PyObject *self, PyObject *noargs)
+{
+    return PyUnicode_FromString(isa);
+}
+
 static PyMethodDef methods[] = {
     {"copy", copy, METH_VARARGS, copy_doc},
+    {"isa", isa_name, METH_NOARGS, isa_doc},
     {"max_threads", max_threads, METH_NOARGS, max_threads_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -346,6 +344,11 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__tile_copy(void)
 {
+    const int build = widest_build();
+    transpose8 = transpose_for(build, 8, &side8);
+    transpose4 = transpose_for(build, 4, &side4);
+    if (transpose8 != NULL)
+        isa = build == BUILD_AVX512 ? "avx512f" : "avx2";
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddIntConstant(m, "streams", HAVE_STREAM) < 0)
         Py_CLEAR(m);
