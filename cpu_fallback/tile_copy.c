@@ -3,7 +3,9 @@
  * One function, copy(), runs a TileLayout (cpu_fallback/tile_layout.py) between two
  * buffers of words (1, 2, 4 or 8 bytes): tile by tile, each tile read along the
  * source's rows into a buffer that stays in L1, then written along the destination's
- * rows, the lines of the next tile prefetched meanwhile. With chunks > 0 the tiles are
+ * rows, the lines of the next tile prefetched meanwhile; a tile of whole blocks of 4- or
+ * 8-byte words, one word an element, is transposed in vector registers instead
+ * (transpose_blocks.h), the buffer skipped. With chunks > 0 the tiles are
  * dealt in order to that many chunks, run by OpenMP's threads; the GIL is released
  * while it copies. cpu_fallback/tiles.py is the only caller and builds the arguments.
  *
@@ -61,9 +63,9 @@ static int64_t count_jobs(const Geometry *g)
                                       (uintptr_t)(((first) + x_) * (int64_t)sizeof(*(base)))), \
                        rw, 3)
 
-
 /* Copy tiles first .. last - 1 (the destination's rows advance fastest), with `buf`
- * (tr * tc * ev words, then a streamed row's scratch: tr * ev words and ROW_SLACK bytes)
+ * (tr * tc * ev words, then a streamed row's scratch: tr * ev words and ROW_SLACK bytes,
+ * then stream_blocks' rows: BLOCK_ROWS of tr words and ROW_SLACK bytes each)
  * and `idx` (n_outer entries) as scratch. An odometer steps from tile to tile. */
 #define DEFINE_COPY_JOBS(T)                                                               \
     CLONES static void copy_jobs_##T(const T *restrict src, T *restrict dst,                \
