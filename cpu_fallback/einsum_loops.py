@@ -23,7 +23,6 @@ from gpu_tc.run import dense_allocation
 
 from . import pool
 from .permute import write_scaled
-from .pool import HOST_POOL
 
 # The loops are offered for a batch of dots and matrix-vector products read along the
 # batch (gpu_tc.result_layout.along_batch: past a few elements of D a batch index, a
@@ -110,7 +109,7 @@ class EinsumLoopsPlan(PlanDefaults):
     def _fresh_call(self, extents: tuple[int, ...], axes: tuple[int, ...] | None) -> Any:
         """``f(a, b)``: the product as a new array laid out as D."""
         dtype, subscripts, einsum = np.dtype(self.problem.d.dtype), self._subscripts, NUMPY_EINSUM
-        allocate = np.empty if _bytes(self.problem.d) < pool.MIN_BYTES else HOST_POOL.empty
+        allocate = pool.allocator(_bytes(self.problem.d))
 
         def fresh(a: Any, b: Any) -> Any:
             out = allocate(extents, dtype)

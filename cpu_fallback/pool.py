@@ -22,6 +22,7 @@ import math
 import os
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -230,3 +231,10 @@ def _check_limit(value: int) -> int:
 
 
 HOST_POOL = HostPool()
+
+
+def allocator(nbytes: int) -> Callable[[tuple[int, ...], Any], np.ndarray]:
+    """How a plan allocates its new results of ``nbytes``, chosen once per plan:
+    numpy.empty below MIN_BYTES (a small warm call skips the pool's lookup), else
+    HOST_POOL.empty."""
+    return np.empty if nbytes < MIN_BYTES else HOST_POOL.empty

@@ -24,7 +24,6 @@ from gpu_tc.problem import ReductionProblem, TensorSpec, contiguous_spec
 
 from . import kernels, pool
 from .permute import write_scaled
-from .pool import HOST_POOL
 from .reduction import CpuReductionPlan
 from .sum_layout import SumLayout, sum_layout
 
@@ -161,7 +160,7 @@ class FoldedSumPlan(PlanDefaults):
             return None
         extents, dtype, into = d.extents, np.dtype(d.dtype), self._into
         size = math.prod(extents) * dtype.itemsize
-        allocate = np.empty if size < pool.MIN_BYTES else HOST_POOL.empty
+        allocate = pool.allocator(size)
 
         def fresh(a: Any) -> Any:
             out = allocate(extents, dtype)
