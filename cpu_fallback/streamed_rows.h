@@ -1,8 +1,8 @@
 /* Streamed rows for the copy kernel (tile_copy.c): a tile's destination rows gathered
  * into scratch, then written with non-temporal stores (nontemporal.h), from the tile
  * buffer (stream_tile) or by register transposes straight from the source
- * (stream_blocks, transpose_blocks.h). Each macro defines its function for one word
- * type. */
+ * (stream_blocks, transpose_blocks.h). DEFINE_STREAM_TILE defines its function for one
+ * word type. */
 #ifndef GPU_TC_STREAMED_ROWS_H
 #define GPU_TC_STREAMED_ROWS_H
 
@@ -41,35 +41,30 @@
         }                                                                                  \
     }
 
-/* A tile of whole blocks, streamed: `side` destination rows at a time transposed in
- * registers into scratch rows (`rows`: room for BLOCK_ROWS rows of mr words and ROW_SLACK
- * bytes each), each placed about 2 KiB off its destination row modulo 4 KiB (see
- * stream_tile), then written with non-temporal stores. */
-#define DEFINE_STREAM_BLOCKS(T)                                                            \
-    static void stream_blocks_##T(const T *src, const int64_t *row_src, T *dst,            \
-                                  const int64_t *col_dst, int64_t mr, int64_t mc,          \
-                                  TransposeTile transpose, int64_t side, T *rows)          \
-    {                                                                                      \
-        const uintptr_t slot = (uintptr_t)mr * sizeof(T) + ROW_SLACK;                      \
-        int64_t at[BLOCK_ROWS];                                                            \
-        for (int64_t j = 0; j < mc; j += side) {                                           \
-            for (int64_t c = 0; c < side; c++) {                                           \
-                const uintptr_t row = (uintptr_t)(dst + col_dst[j + c]);                   \
-                const uintptr_t base = (uintptr_t)rows + (uintptr_t)c * slot;              \
-                at[c] = (int64_t)((base - (uintptr_t)rows                                  \
-                                   + ((row + 2048 - base) & (ROW_SLACK - 64))) / sizeof(T)); \
-            }                                                                              \
-            transpose(src + j, row_src, rows, at, mr, side);                               \
-            for (int64_t c = 0; c < side; c++)                                             \
-                stream_bytes((char *)(dst + col_dst[j + c]), (const char *)(rows + at[c]), \
-                             (size_t)mr * sizeof(T));                                      \
-        }                                                                                  \
+/* A tile of whole blocks of `word`-byte elements, streamed: `side` destination rows at a
+ * time transposed in registers into scratch rows (`rows`: room for BLOCK_ROWS rows of
+ * mr words and ROW_SLACK bytes each), each placed about 2 KiB off its destination row
+ * modulo 4 KiB (see stream_tile), then written with non-temporal stores. Offsets are in
+ * words, as the transposes take them. */
+static void stream_blocks(const char *src, const int64_t *row_src, char *dst,
+                          const int64_t *col_dst, int64_t mr, int64_t mc,
+                          TransposeTile transpose, int64_t side, char *rows, size_t word)
+{
+    const uintptr_t slot = (uintptr_t)mr * word + ROW_SLACK;
+    int64_t at[BLOCK_ROWS];
+    for (int64_t j = 0; j < mc; j += side) {
+        for (int64_t c = 0; c < side; c++) {
+            const uintptr_t row = (uintptr_t)(dst + col_dst[j + c] * (int64_t)word);
+            const uintptr_t base = (uintptr_t)rows + (uintptr_t)c * slot;
+            at[c] = (int64_t)((base - (uintptr_t)rows + ((row + 2048 - base) & (ROW_SLACK - 64)))
+                              / word);
+        }
+        transpose(src + j * (int64_t)word, row_src, rows, at, mr, side);
+        for (int64_t c = 0; c < side; c++)
+            stream_bytes(dst + col_dst[j + c] * (int64_t)word, rows + at[c] * (int64_t)word,
+                         (size_t)mr * word);
     }
-
-DEFINE_STREAM_BLOCKS(uint8_t)
-DEFINE_STREAM_BLOCKS(uint16_t)
-DEFINE_STREAM_BLOCKS(uint32_t)
-DEFINE_STREAM_BLOCKS(uint64_t)
+}
 
 DEFINE_STREAM_TILE(uint8_t)
 DEFINE_STREAM_TILE(uint16_t)

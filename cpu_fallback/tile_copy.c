@@ -137,9 +137,11 @@ static int64_t count_jobs(const Geometry *g)
                     for (int64_t i = 0; i < pr; i++) /* whole blocks: in registers */      \
                         PREFETCH(src, so0 + row_src[nr0 + i] + nc0, pc, line, 0);          \
                     if (stream)                                                            \
-                        stream_blocks_##T(src + so + c0, row_src + r0, dst + d0 + r0,      \
-                                          col_dst + c0, mr, mc, transpose, side,           \
-                                          buf + tr * width + tr + ROW_SLACK / sizeof(T));   \
+                        stream_blocks((const char *)(src + so + c0), row_src + r0,         \
+                                      (char *)(dst + d0 + r0), col_dst + c0, mr, mc,       \
+                                      transpose, side,                                     \
+                                      (char *)(buf + tr * width + tr) + ROW_SLACK,         \
+                                      sizeof(T));                                          \
                     else                                                                   \
                         transpose(src + so + c0, row_src + r0, dst + d0 + r0, col_dst + c0, \
                                   mr, mc);                                                 \
