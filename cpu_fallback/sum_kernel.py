@@ -97,6 +97,7 @@ def bound(layout: SumLayout, source_dtype: np.dtype, destination_dtype: np.dtype
     nest = (type_name(np.dtype(source_dtype)), type_name(np.dtype(destination_dtype)),
             _kind(dst_stride, by_column, by_fours), layout.kept_src, layout.kept_dst,
             layout.summed_src, n, src_stride, dst_stride)
+    step = middle_step(layout.summed_src)
     src_base, src_span, dst_base, dst_span = (layout.src_base, layout.src_span,
                                               layout.dst_base, layout.dst_span)
     strided, forked, lock = _sums.strided, openmp.forked, openmp.LOCK
@@ -107,11 +108,22 @@ def bound(layout: SumLayout, source_dtype: np.dtype, destination_dtype: np.dtype
         if parallel and not forked():
             count = threads()
             with lock:
-                strided(src, dst, *nest, min(count, split) if split > 1 else count, split > 1)
+                strided(src, dst, *nest, min(count, split) if split > 1 else count, split > 1,
+                        step)
         else:
-            strided(src, dst, *nest, 0, False)
+            strided(src, dst, *nest, 0, False, step)
 
     return call
+
+
+def middle_step(summed_src: np.ndarray) -> int:
+    """The step between the middle rows where they lie one step apart (the kernel then
+    computes their offsets, not reading the table: faster on narrow rows, see sums.c);
+    else 0."""
+    if summed_src.size < 2:
+        return 0
+    steps = np.diff(summed_src)
+    return int(steps[0]) if steps[0] != 0 and (steps == steps[0]).all() else 0
 
 
 def _kind(dst_stride: int, by_column: bool = False, by_fours: bool = False) -> int:
