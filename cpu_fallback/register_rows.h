@@ -11,19 +11,23 @@
 #include <stdint.h>
 #include <string.h>
 
-typedef float floats_64 __attribute__((vector_size(64), aligned(4)));
-typedef double doubles_64 __attribute__((vector_size(64), aligned(8)));
+typedef float floats_64 __attribute__((vector_size(64)));
+typedef double doubles_64 __attribute__((vector_size(64)));
 
-/* The m rows' sum into d, NV vectors of type V a row. */
+/* The m rows' sum into d, NV vectors of type V a row, each loaded by memcpy (any
+ * alignment, and no access through a pointer of the vector type). */
 #define ROWS_IN_REGISTERS(V, NV)                                                           \
     {                                                                                      \
         V sums[NV];                                                                        \
         for (int v = 0; v < NV; v++)                                                       \
             sums[v] = (V){0};                                                              \
         for (int64_t r = 0; r < m; r++) {                                                  \
-            const V *row = (const V *)(src + r * step);                                    \
-            for (int v = 0; v < NV; v++)                                                   \
-                sums[v] += row[v];                                                         \
+            const char *row = (const char *)(src + r * step);                              \
+            for (int v = 0; v < NV; v++) {                                                 \
+                V part;                                                                    \
+                memcpy(&part, row + v * sizeof(V), sizeof part);                           \
+                sums[v] += part;                                                           \
+            }                                                                              \
         }                                                                                  \
         memcpy(d, sums, sizeof sums);                                                      \
     }

@@ -141,7 +141,8 @@ static const char *type_names[T_COUNT] = {"i1", "u1", "i2", "u2", "i4", "u4",
 
 /* One function per pair: every type into itself, every integer into a 64-bit one,
  * float32 into float64, complex64 into complex128. */
-#define SAME(T, TYPE, ACC) DEFINE_STRIDED(strided_##T##_##T, TYPE, ACC, TYPE, NO_REGISTER_ROWS)
+#define SAME(T, TYPE, ACC)                                                                 \
+    DEFINE_STRIDED(strided_##T##_##T, TYPE, ACC, TYPE, NO_REGISTER_ROWS)
 SAME(i1, int8_t, uint64_t)
 SAME(u1, uint8_t, uint64_t)
 SAME(i2, int16_t, uint64_t)
@@ -155,7 +156,7 @@ DEFINE_STRIDED(strided_f8_f8, double, double, double, double_rows_in_registers)
 SAME(c8, float complex, float complex)
 SAME(c16, double complex, double complex)
 #define WIDE(T, TYPE)                                                                      \
-    DEFINE_STRIDED(strided_##T##_i8, TYPE, uint64_t, int64_t, NO_REGISTER_ROWS)                              \
+    DEFINE_STRIDED(strided_##T##_i8, TYPE, uint64_t, int64_t, NO_REGISTER_ROWS)            \
     DEFINE_STRIDED(strided_##T##_u8, TYPE, uint64_t, uint64_t, NO_REGISTER_ROWS)
 WIDE(i1, int8_t)
 WIDE(u1, uint8_t)
