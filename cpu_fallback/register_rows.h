@@ -5,8 +5,8 @@
  * kept one store and reload of D per row or four in flight; in registers, 'xd->d' of
  * 2^18 x 64 float32 on one thread ran 2.2 ms a call against 3.6-4.1 adding four rows
  * a pass, 2^16 x 64 float64 4.8-5.0 against 11.5-13.3 (the 2-core EPYC). */
-#ifndef REGISTER_ROWS_H
-#define REGISTER_ROWS_H
+#ifndef GPU_TC_REGISTER_ROWS_H
+#define GPU_TC_REGISTER_ROWS_H
 
 #include <stdint.h>
 #include <string.h>

@@ -5,7 +5,9 @@
  * outer index k, the source rows at kept_src[k] + summed_src[r] (n elements at stride
  * ss) are summed over r into the destination row at kept_dst[k] (stride ds), or, with
  * the inner axis summed too, into the one element dst[kept_dst[k]]. Five inner loops
- * (KIND_*) match cpu_fallback.sum_kernel's kinds.
+ * (KIND_*) match cpu_fallback.sum_kernel's kinds. Rows one step apart are placed by the
+ * step, and contiguous float and double rows of 64-512 bytes summed in vector registers
+ * (register_rows.h).
  *
  * With threads > 0 the outer indices are shared among that many OpenMP threads, in
  * parts that a thread takes when it is free, each writing its own outputs, or (split)
@@ -23,11 +25,10 @@
 
 enum { KIND_REGISTERS, KIND_UNIT_ROWS, KIND_ROWS, KIND_COLUMNS, KIND_COLUMNS_BY_FOURS };
 
-/* The middle offsets come from the table summed_src or, where step is not 0, are
- * first + r * step: rows at one step apart read from the table made narrow rows 1.5-2x
- * slower (an int64 load ahead of each row's loads; 'xd->d' of 2^18 x 64 float32 on one
- * thread: 4.2 ms a call against 2.2 on the 2-core EPYC), and the table is not scanned
- * for the bounds check. */
+/* Middle row r starts at summed_src[r], or at first + r * step where step is not 0:
+ * reading the table for rows one step apart made narrow rows 1.5-2x slower (an int64
+ * load ahead of each row's loads; 'xd->d' of 2^18 x 64 float32 on one thread: 4.2 ms a
+ * call against 2.2 on the 2-core EPYC), and the bounds check then scans no table. */
 typedef struct {
     int kind;
     const int64_t *kept_src, *kept_dst, *summed_src;
