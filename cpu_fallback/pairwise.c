@@ -31,16 +31,21 @@
 #define STACK 64
 /* The longest block of NumPy's recursion (its PW_BLOCKSIZE): most blocks are this long. */
 #define BLOCK 128
-/* How far ahead of a contiguous block its lines are asked into L2. The hardware's own
- * prefetch fell behind right after an idle spell: the whole sum of a 4096^2 float64
- * array (8 pieces, 2 threads) in the benchmark's rounds (a 0.15 s pause, then a run of
- * calls) took 3.4-4.3 ms a call without, 3.2-3.5 asked 2 KiB ahead, back to back
- * 2.7-3.2 either way (an equivalent loop outside gpu_tc; 2-core AVX-512 host). */
+/* How far ahead of a contiguous block its lines are asked into L2, where the sum is
+ * larger than the last-level cache (Program.ahead). The hardware's own prefetch fell
+ * behind from memory right after an idle spell: the whole sum of a 4096^2 float64 array
+ * (8 pieces, 2 threads) in the benchmark's rounds (a 0.15 s pause, then a run of calls)
+ * took 3.4-4.3 ms a call without, 3.2-3.5 asked 2 KiB ahead, back to back 2.7-3.2 either
+ * way (an equivalent loop outside gpu_tc; 2-core Xeon, AVX-512); 34-36 GB/s without
+ * against 38-40 asked on a 2-core Zen 4 (32 MiB L3). From the caches, asking only cost
+ * there: a 16 MiB float32 sum ran 124-129 GB/s asked, 152-159 not; 32 MiB 39-57
+ * against 54-83 (stop75-probes). */
 #define AHEAD_BYTES 2048
 
 typedef struct {
     const int64_t *row_src, *row_dst, *offsets, *lengths, *adds, *entries;
     int64_t rows, pieces, step; /* step: elements between a row's neighbours (>= 1) */
+    int ahead;                  /* ask contiguous blocks' lines into L2 ahead (ask_ahead) */
 } Program;
 
 /* NumPy's pairwise sum of a block (n <= 128 in NumPy's recursion) whose elements lie
@@ -143,13 +148,15 @@ static inline void ask_for_piece(const char *src, const Program *p, int64_t task
  * contiguous blocks summed by CONTIGUOUS (a whole block's loop unrolled): each the row's
  * sum when a row is one piece, else partials[task]. 1 if a program overflows STACK. */
 #define DEFINE_PIECES(NAME, T, TYPE, ISA, CONTIGUOUS)                                      \
-    /* One full block from s on, its elements `step` apart. */                             \
+    /* One full block from s on, its elements `step` apart (`ahead`: see Program). */     \
     static inline __attribute__((always_inline)) ISA TYPE NAME##_full(const TYPE *s,      \
-                                                                      int64_t step)       \
+                                                                      int64_t step,       \
+                                                                      int ahead)          \
     {                                                                                      \
         if (step != 1)                                                                     \
             return block_##T(s, BLOCK, step);                                              \
-        ask_ahead(s, BLOCK * sizeof(TYPE));                                                \
+        if (ahead)                                                                         \
+            ask_ahead(s, BLOCK * sizeof(TYPE));                                            \
         return CONTIGUOUS(s, BLOCK);                                                       \
     }                                                                                      \
                                                                                            \
@@ -157,11 +164,11 @@ static inline void ask_for_piece(const char *src, const Program *p, int64_t task
      * it, a perfect tree, its partial sums held from `stack` up (after block i,           \
      * ctz(i + 1) additions; the last one leaves the run's sum). */                        \
     static inline __attribute__((always_inline)) ISA TYPE NAME##_run(                      \
-        const TYPE *s, int64_t blocks, int64_t step, TYPE *stack)                          \
+        const TYPE *s, int64_t blocks, int64_t step, int ahead, TYPE *stack)               \
     {                                                                                      \
         int64_t top = 0;                                                                   \
         for (int64_t i = 0; i < blocks; i++, s += BLOCK * step) {                          \
-            TYPE sum = NAME##_full(s, step);                                               \
+            TYPE sum = NAME##_full(s, step, ahead);                                        \
             for (int a = __builtin_ctzll((uint64_t)i + 1); a > 0; a--)                     \
                 sum = stack[--top] + sum;                                                  \
             stack[top++] = sum;                                                            \
@@ -174,7 +181,7 @@ static inline void ask_for_piece(const char *src, const Program *p, int64_t task
      * overflows STACK. The contiguous loop apart, so that few values are live in it. */   \
     static inline __attribute__((always_inline)) ISA int NAME##_piece(                     \
         const TYPE *s, const int64_t *restrict lengths, const int64_t *restrict adds,      \
-        int64_t count, int64_t step, TYPE *sum)                                            \
+        int64_t count, int64_t step, int ahead, TYPE *sum)                                 \
     {                                                                                      \
         TYPE stack[STACK];                                                                 \
         int64_t top = 0;                                                                   \
@@ -186,14 +193,14 @@ static inline void ask_for_piece(const char *src, const Program *p, int64_t task
                 return 1;                                                                  \
             TYPE block;                                                                    \
             if (n == BLOCK) {                                                              \
-                block = NAME##_full(s, step);                                              \
+                block = NAME##_full(s, step, ahead);                                       \
             } else if (n > BLOCK) { /* a run, as program_in_bounds checked */             \
                 const int64_t blocks = n / BLOCK;                                          \
                 /* a run holds ctz(blocks) partial sums; one slot kept spare, as the        \
                  * blocks one by one would */                                              \
                 if (top + __builtin_ctzll((uint64_t)blocks) >= STACK)                      \
                     return 1;                                                              \
-                block = NAME##_run(s, blocks, step, stack + top);                          \
+                block = NAME##_run(s, blocks, step, ahead, stack + top);                   \
             } else {                                                                       \
                 block = step != 1 ? block_##T(s, n, step) : CONTIGUOUS(s, n);              \
             }                                                                              \
@@ -219,8 +226,11 @@ static inline void ask_for_piece(const char *src, const Program *p, int64_t task
             TYPE *out = p->pieces == 1 ? dst + p->row_dst[row] : partial + task;           \
             if (step != 1 && task + 1 < last)                                              \
                 ask_for_piece(source, p, task + 1, sizeof(TYPE));                          \
-            if (step == 1 ? NAME##_piece(s, p->lengths + e, p->adds + e, count, 1, out)    \
-                          : NAME##_piece(s, p->lengths + e, p->adds + e, count, step, out)) \
+            const int64_t *lengths = p->lengths + e, *adds = p->adds + e;                  \
+            /* a loop for each case, its step and `ahead` constants in it */               \
+            if (step != 1  ? NAME##_piece(s, lengths, adds, count, step, 0, out)           \
+                : p->ahead ? NAME##_piece(s, lengths, adds, count, 1, 1, out)              \
+                           : NAME##_piece(s, lengths, adds, count, 1, 0, out))             \
                 return 1;                                                                  \
         }                                                                                  \
         return 0;                                                                          \
@@ -331,7 +341,7 @@ static int program_in_bounds(const Program *p, int64_t n_entries, int64_t src_le
 
 PyDoc_STRVAR(pairwise_doc,
 "pairwise(src, dst, type, row_src, row_dst, offsets, lengths, adds, entries, chunks,\n"
-"         threads, step, src_base, dst_base)\n"
+"         threads, step, src_base, dst_base, ahead)\n"
 "--\n\n"
 "Write the pairwise sum of each row of array src into writable array dst (any objects\n"
 "exporting strided buffers: NumPy's views as they are), each row cut into the pieces\n"
@@ -339,7 +349,8 @@ PyDoc_STRVAR(pairwise_doc,
 "'f4' or 'f8'. The tables' offsets count elements from each array's lowest address,\n"
 "src_base and dst_base elements below its element 0. threads > 0 shares `chunks`\n"
 "chunks of the pieces among that many OpenMP threads. A row's elements lie step\n"
-"elements apart.");
+"elements apart. A true `ahead` asks the lines of contiguous blocks into L2 before\n"
+"they are read (for sums larger than the caches).");
 
 static PyObject *pairwise(PyObject *self, PyObject *args)
 {
@@ -348,10 +359,10 @@ static PyObject *pairwise(PyObject *self, PyObject *args)
     Py_buffer row_src, row_dst, offsets, lengths, adds, entries;
     const char *name;
     long long chunks, step, src_base, dst_base;
-    int threads;
-    if (!PyArg_ParseTuple(args, "OOsy*y*y*y*y*y*LiLLL:pairwise", &src_array, &dst_array,
+    int threads, ahead;
+    if (!PyArg_ParseTuple(args, "OOsy*y*y*y*y*y*LiLLLp:pairwise", &src_array, &dst_array,
                           &name, &row_src, &row_dst, &offsets, &lengths, &adds, &entries,
-                          &chunks, &threads, &step, &src_base, &dst_base))
+                          &chunks, &threads, &step, &src_base, &dst_base, &ahead))
         return NULL;
     PyObject *result = NULL;
     void *partial = NULL;
@@ -361,7 +372,7 @@ static PyObject *pairwise(PyObject *self, PyObject *args)
     const int f8 = strcmp(name, "f8") == 0;
     const Py_ssize_t size = f8 ? sizeof(double) : sizeof(float);
     Program p = {NULL, NULL, NULL, NULL, NULL, NULL, (int64_t)(row_src.len / 8),
-                 (int64_t)(offsets.len / 8), (int64_t)step};
+                 (int64_t)(offsets.len / 8), (int64_t)step, ahead};
     const int64_t n_entries = (int64_t)(lengths.len / 8);
     if (!f8 && strcmp(name, "f4") != 0) {
         PyErr_Format(PyExc_ValueError, "pairwise sums are float32 or float64, not %s", name);

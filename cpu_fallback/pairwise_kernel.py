@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import openmp
+from . import caches, openmp
 
 with openmp.spin_environment():
     import cpu_fallback._pairwise as _pairwise
@@ -51,7 +51,7 @@ def bound(layout: RowLayout, program: LeafProgram, dtype: np.dtype,
     of ``dtype``, its arguments gathered once (a warm trace's call is ~10 us)."""
     tables = (type_name(np.dtype(dtype)), layout.row_src, layout.row_dst, program.offsets,
               program.lengths, program.adds, program.entries)
-    placing = (layout.step, layout.src_base, layout.dst_base)
+    placing = (layout.step, layout.src_base, layout.dst_base, asks_ahead(layout, dtype))
     tasks = layout.row_src.size * program.offsets.size
     pairwise, max_threads, forked, lock = (_pairwise.pairwise, _pairwise.max_threads,
                                            openmp.forked, openmp.LOCK)
@@ -66,3 +66,11 @@ def bound(layout: RowLayout, program: LeafProgram, dtype: np.dtype,
             pairwise(source, destination, *tables, 1, 0, *placing)
 
     return call
+
+
+def asks_ahead(layout: RowLayout, dtype: np.dtype) -> bool:
+    """Whether the kernel asks contiguous rows' lines into L2 ahead of reading them: where
+    the rows hold more bytes than the largest cache, so that they come from memory
+    (asking lines the caches hold only costs; see pairwise.c's AHEAD_BYTES)."""
+    size = layout.row_src.size * layout.length * np.dtype(dtype).itemsize
+    return layout.step == 1 and size > caches.last_level_bytes()
