@@ -23,12 +23,12 @@ a virtual machine an OpenMP thread that went to sleep during another variant's B
 took about a millisecond to wake, which a timed call right after the switch would have
 charged to a 0.25 ms kernel), so a variant is timed as a run of its own calls finds it,
 or, inside a chain of steps, as the steps around it leave the threads. The lead-in lasts
-longer while another engine's threads still spin (SPIN_SECONDS; OpenBLAS's keep a core
-busy for a tenth of a second after each call), and each measurement times the variants
-of that engine last. Later the variants are timed SAMPLES times afresh and the choice
-made again under the same margin (or lead, as above): one disturbed run of calls cannot
-pin a slow variant, and a choice made under a passing load is undone at the next
-re-check that times the faster variant. When re-checks come is
+longer while threads another variant left spin (SPIN_SECONDS, cpu_fallback.spinning;
+OpenBLAS's keep a core busy for a tenth of a second after each call), and each
+measurement times the variants of that engine last. Later the variants are timed
+SAMPLES times afresh and the choice made again under the same margin (or lead, as
+above): one disturbed run of calls cannot pin a slow variant, and a choice made under
+a passing load is undone at the next re-check that times the faster variant. When re-checks come is
 :mod:`cpu_fallback.pacing`'s: soon after a decision that makes or changes the choice,
 then further apart, each costing at most a small share of the time. The first re-check
 times every variant; after it, every other re-check times only the choice and the
@@ -77,9 +77,9 @@ import time
 from collections import deque
 from collections.abc import Collection, Sequence
 
-from . import choice_reason, decisions, spinning
+from . import choice_reason, decisions
 from .pacing import Pacing
-from .spinning import SPIN_SECONDS
+from .spinning import SPIN_SECONDS, Spinning
 
 # Below this many flops a call takes well under a millisecond: the rule's pick runs, untimed.
 MIN_FLOPS = 1 << 22
@@ -140,6 +140,7 @@ class Choice:
         self._decided = False
         self._lock = threading.Lock()
         self._held_until: float | None = None  # a lead-in's end, at the latest
+        self.spinning = Spinning()  # the threads its own calls left spinning
         self._key = key
         self.restored = False
         saved = None if key is None else decisions.recall(key, self.names)
@@ -180,11 +181,10 @@ class Choice:
 
     def _lead_in_longer(self, variant: int) -> bool:
         """Whether a timed call of ``variant`` should wait (an untimed call instead):
-        while the threads of another of the variants' engines spin, for at most the
-        longest spin (where the calls around keep them spinning, that is how the
-        variant runs)."""
+        while the threads another variant's calls left spinning spin, for at most the
+        longest spin."""
         now = time.perf_counter()
-        if spinning.others_until(self.engines[variant], self.engines) <= now:
+        if self.spinning.others_until(self.engines[variant]) <= now:
             return False
         if self._held_until is None:
             self._held_until = now + max(SPIN_SECONDS.values())

@@ -17,7 +17,6 @@ from gpu_tc.run import dense_allocation
 
 from .measure import Choice
 from .pool import HOST_POOL
-from .spinning import left_spinning
 
 
 def engines(plans: Sequence[PrimitivePlan]) -> list[str]:
@@ -98,7 +97,7 @@ def fresh_call(choice: Choice, plans: Sequence[PrimitivePlan],
         call = calls[variant]
         if call is not None and not timed:
             result = call(*inputs)
-            left_spinning(choice.engines[variant])
+            choice.spinning.left(choice.engines[variant], time.perf_counter())
             return result
         extents, axes, dtype = allocations[variant]
         out = HOST_POOL.empty(extents, dtype)
@@ -123,5 +122,5 @@ def run_variant(choice: Choice, plans: Sequence[PrimitivePlan], variant: int, ti
     start = time.perf_counter()
     plans[variant].execute(inputs, out, scalars, addend)
     end = time.perf_counter()
-    left_spinning(choice.engines[variant], end)
+    choice.spinning.left(choice.engines[variant], end)
     choice.record(variant, end - start, timed)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gpu_tc
-from cpu_fallback import measure, pacing, spinning
+from cpu_fallback import measure, pacing
 from cpu_fallback.measure import CONTENDERS, GLANCE, MARGIN, RUN, SAMPLES, SPIN_SECONDS, Choice
 from cpu_fallback.measured_plan import MeasuredPlan, engines
 from cpu_fallback.pacing import RECHECK_FIRST, RECHECK_GROWTH, RECHECK_SHARE
@@ -27,10 +27,8 @@ TWO = 2 * RUN
 
 
 @pytest.fixture(autouse=True)
-def _no_threads_spinning(monkeypatch):
-    """No engine's threads spin when a test starts (real calls in other tests set it);
-    the hand-made seconds below stay short calls unless a test makes them long."""
-    monkeypatch.setattr(spinning, "until", {})
+def _short_calls(monkeypatch):
+    """The hand-made seconds below stay short calls unless a test makes them long."""
     monkeypatch.setattr(measure, "LONG_SECONDS", float("inf"))
     # the calls below are counted, not timed: the first re-check waits for calls only
     # (test_the_first_recheck_waits_a_second_from_the_first_decision sets the clock)
@@ -435,23 +433,29 @@ def test_the_first_recheck_waits_a_second_from_the_first_decision(monkeypatch):
     assert choice._pacing.rechecks == 3 and log[:waits] == [0] * waits
 
 
-def test_timed_calls_wait_while_another_engines_threads_spin(monkeypatch):
-    """After a BLAS variant's call its threads spin for SPIN_SECONDS["blas"]: the next
-    variant's lead-in goes on (untimed calls) until then, never longer than the longest
-    spin; a variant of the same engine, or a choice of one engine, does not wait."""
+def test_timed_calls_wait_while_another_variants_threads_spin(monkeypatch):
+    """After a call of a BLAS variant its threads spin for SPIN_SECONDS["blas"]: the
+    next variant's lead-in goes on (untimed calls) until then, never longer than the
+    longest spin; a variant of the same engine, or a choice of one engine, does not
+    wait, nor does any choice for threads that another choice's calls left spinning."""
     now = [100.0]
     monkeypatch.setattr(measure.time, "perf_counter", lambda: now[0])
     choice = Choice(["o", "b"], engines=["openmp", "blas"])
-    spinning.until["blas"] = now[0] + 0.1  # a BLAS call just returned
+    choice.spinning.left("blas", now[0] - SPIN_SECONDS["blas"] + 0.1)  # its BLAS call
     assert choice.next() == (0, False)  # the lead-in
     assert [choice.next() for _ in range(3)] == [(0, False)] * 3  # still spinning
     now[0] += 0.1
     assert choice.next() == (0, True)  # the threads sleep: timed
-    spinning.until["blas"] = now[0] + 10.0  # kept spinning by the calls around
+    choice.spinning.left("blas", now[0] + 10.0)
     assert choice.next() == (0, False)
     now[0] += SPIN_SECONDS["blas"]
     assert choice.next() == (0, True)  # waited the longest spin: timed as they leave it
+    other = Choice(["o", "b"], engines=["openmp", "blas"])
+    choice.spinning.left("blas", now[0])  # (or a chain's other step, or the caller)
+    other.next()
+    assert other.next() == (0, True)
     one_engine = Choice(["o1", "o2"])
+    one_engine.spinning.left("openmp", now[0])
     one_engine.next()
     assert one_engine.next() == (0, True)
 
@@ -514,7 +518,7 @@ def test_long_rechecks_time_the_close_variants_without_holds(monkeypatch):
     _until_settled(choice, seconds)
     assert choice.best == 0
     choice._pacing.wait = 0  # the next call starts a re-check
-    spinning.until["blas"] = float("inf")  # BLAS's threads spin: no hold when long
+    choice.spinning.left("blas", float("inf"))  # BLAS's threads spin: no hold when long
     calls = _until_settled(choice, seconds)
     # the choice first, then 'own'; both close: SAMPLES timed calls each, all timed
     assert calls[:2] == [(0, True), (1, True)] and all(timed for _, timed in calls)
@@ -628,10 +632,33 @@ def test_a_measured_plan_times_its_own_kernels_first_and_marks_blas_spinning(mon
     assert plan.choice.engines == ("blas", "openmp")
     plan.execute((), None, Scalars(), None)
     assert (own.calls, blas.calls) == (1, 0)
-    assert spinning.until == {"openmp": 0.001 + SPIN_SECONDS["openmp"]}
+    assert plan.choice.spinning.until == {"openmp": 0.001 + SPIN_SECONDS["openmp"]}
     for _ in range(RUN):
         plan.execute((), None, Scalars(), None)
-    assert blas.calls == 1 and spinning.until["blas"] == clock[0] + SPIN_SECONDS["blas"]
+    assert blas.calls == 1
+    assert plan.choice.spinning.until["blas"] == clock[0] + SPIN_SECONDS["blas"]
+
+
+def test_a_chain_s_steps_do_not_hold_each_other_s_timed_calls(monkeypatch):
+    """Two measured steps of one chain, each with a BLAS and an OpenMP variant, called in
+    turn: every call of either step leaves some threads spinning, which is how the
+    other step runs. Each waits only after a switch between its own variants, and both
+    settle in a few calls (holding for each other's threads, every timed OpenMP call
+    waited a BLAS spin: 150 calls of 1 ms each)."""
+    clock = [0.0]
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+    steps = [MeasuredPlan([_Plan("blas:direct", 0.001, clock),
+                           _Plan("small-k:direct", 0.0012, clock)]) for _ in range(2)]
+    calls = 0
+    while not all(step.choice.settled for step in steps):
+        for step in steps:
+            step.execute((), None, Scalars(), None)
+        calls += 1
+        assert calls < 40, [step.reason for step in steps]
+    for step in steps:
+        own, blas = step.plans[1].calls, step.plans[0].calls
+        assert own == RUN and RUN <= blas <= RUN + 1 + SPIN_SECONDS["openmp"] / 0.001
+        assert step.route == "blas:direct"
 
 
 class _FreshPlan(_Plan):
@@ -676,9 +703,9 @@ def test_a_measured_plan_s_fresh_call_runs_the_chosen_plan_s_once_settled(monkey
     assert (fast.fresh_calls, fast.calls) == (1, SAMPLES) and slow.calls >= RUN
     assert sorted(float(r[0, 0]) for r in results) == [1.0] * slow.calls + [2.0] * RUN
     assert plan.route == "small-k:gathered" and "measured: small-k:gathered kept" in plan.reason
-    spinning.until.clear()
+    plan.choice.spinning.until.clear()
     assert np.array_equal(plan.fresh(), np.full((2, 3), 2.0))
-    assert fast.fresh_calls == 2 and spinning.until == {
+    assert fast.fresh_calls == 2 and plan.choice.spinning.until == {
         "openmp": clock[0] + SPIN_SECONDS["openmp"]}
     calls_before = plan.choice._pacing.calls
     plan.fresh()
