@@ -112,3 +112,48 @@ def test_a_large_broadcast_product_times_the_loops_beside_numpys_multiply(rng):
     assert "measured:" in plan.reason and "einsum " in plan.reason, plan.reason
     assert "as they broadcast" in plan.reason or plan.route != "einsum"
     np.testing.assert_array_equal(gpu_tc.einsum("ij,i->ij", a, b), expected)
+
+
+def _plan(expr: str, ops: list[np.ndarray], d_strides: tuple[int, ...]) -> EinsumLoopsPlan:
+    problem = _problem(expr, ops)
+    d = problem.d
+    return EinsumLoopsPlan(ContractionProblem(problem.a, problem.b,
+                                              TensorSpec(d.labels, d.extents, d_strides, d.dtype)))
+
+
+def test_a_new_result_is_numpys_own_where_numpy_lays_it_out_as_d(rng):
+    """Below pool.HEAP_BYTES numpy.einsum allocates the result itself (no ``out``, no
+    pool lookup), as for its own callers, while its layout is D's."""
+    a, b = rng.standard_normal((300, 300)), rng.standard_normal(300)
+    plan = _plan("ij,j->ij", [a, b], (300, 1))
+    for _ in range(3):
+        got = plan.fresh(a, b)
+        np.testing.assert_array_equal(got, a * b)
+        assert got.strides == (2400, 8) and got.flags.owndata  # numpy's allocation
+
+
+def test_a_new_result_numpy_lays_out_otherwise_gets_d_s_layout(rng):
+    """F-ordered operands make numpy.einsum's result F-ordered; a plan whose D is
+    C-ordered allocates D's layout itself, from the first such call on."""
+    a, b = np.asfortranarray(rng.standard_normal((300, 200))), rng.standard_normal(200)
+    plan = _plan("ij,j->ij", [a, b], (200, 1))
+    for _ in range(3):
+        got = plan.fresh(a, b)
+        np.testing.assert_array_equal(got, a * b)
+        assert got.strides == (1600, 8)
+
+
+def test_a_0d_result_or_one_past_the_heap_keeps_d_s_own_allocation(monkeypatch, rng):
+    """A D of pool.HEAP_BYTES or more (glibc maps those afresh, page faults and all,
+    every call) comes from the pool; a 0-d D stays a 0-d array (numpy.einsum returns
+    a scalar), as the plan's callers expect."""
+    from cpu_fallback import pool
+
+    monkeypatch.setattr(pool, "HEAP_BYTES", 300 * 300 * 8)
+    a, b = rng.standard_normal((300, 300)), rng.standard_normal(300)
+    got = _plan("ij,j->ij", [a, b], (300, 1)).fresh(a, b)
+    np.testing.assert_array_equal(got, a * b)
+    assert not got.flags.owndata and got.strides == (2400, 8)  # a view of a pooled buffer
+    dot = _plan("i,i->", [a[0], a[0]], ()).fresh(a[0], a[0])
+    assert isinstance(dot, np.ndarray) and dot.shape == ()
+    np.testing.assert_allclose(dot, a[0] @ a[0], rtol=1e-12)
