@@ -23,6 +23,7 @@ from gpu_tc.run import dense_allocation
 from gpu_tc.strides import same_layout
 
 from . import pool
+from .fresh_call import FRESH_MAX_BYTES
 from .permute import write_scaled
 
 # The loops are offered for a batch of dots and matrix-vector products read along the
@@ -109,15 +110,15 @@ class EinsumLoopsPlan(PlanDefaults):
 
     def _fresh_call(self, extents: tuple[int, ...], axes: tuple[int, ...] | None) -> Any:
         """``f(a, b)``: the product as a new array laid out as D. Where D has axes and
-        fewer than pool.HEAP_BYTES, numpy.einsum allocates it, as it does for its own
-        callers (passing ``out`` and the pool's lookup cost 4-5 us of a 300 x 300
-        'ij,j->ij''s 39 us), while numpy lays the result out as D: once it does not,
-        this plan's calls allocate D's layout themselves."""
+        fewer than FRESH_MAX_BYTES, numpy.einsum allocates it, as it does for its own
+        callers and as a warm GEMM's matmul does (passing ``out`` and the pool's lookup
+        cost 4-5 us of a 300 x 300 'ij,j->ij''s 39 us), while numpy lays the result out
+        as D: once it does not, this plan's calls allocate D's layout themselves."""
         d = self.problem.d
         dtype, subscripts, einsum = np.dtype(d.dtype), self._subscripts, NUMPY_EINSUM
         allocate = pool.allocator(_bytes(d))
         d_strides = tuple(s * dtype.itemsize for s in d.strides)
-        numpy_allocates = [bool(d.extents) and _bytes(d) < pool.HEAP_BYTES]
+        numpy_allocates = [bool(d.extents) and _bytes(d) < FRESH_MAX_BYTES]
 
         def into_new(a: Any, b: Any) -> Any:
             out = allocate(extents, dtype)

@@ -36,10 +36,6 @@ from gpu_tc.errors import OptionsError
 # against 0.15 ms after, long enough to mislead the timings of a measured plan's first
 # calls. Pooled buffers fault once.
 MIN_BYTES = 256 << 10
-# Below this many bytes glibc's malloc serves a request from its heap once its mmap
-# threshold has grown past it (each freed mapped chunk raises the threshold, up to this):
-# after a process's first calls of a size, numpy.empty costs no page faults.
-HEAP_BYTES = 32 << 20
 # Size classes: a request rounds up to a power of two below GRANULE, else to a multiple
 # of GRANULE (a huge page). The rounded-up tail of a buffer is never touched, so it
 # costs address space, not memory.

@@ -11,6 +11,7 @@ from helpers import assert_close, call_until_reason, random_array, reference_ein
 
 import gpu_tc
 from cpu_fallback.einsum_loops import MIN_BATCH, EinsumLoopsPlan, einsum_loops_plan
+from cpu_fallback.fresh_call import FRESH_MAX_BYTES
 from gpu_tc.problem import ContractionProblem, TensorSpec
 
 ALONG_BATCH = [
@@ -122,7 +123,7 @@ def _plan(expr: str, ops: list[np.ndarray], d_strides: tuple[int, ...]) -> Einsu
 
 
 def test_a_new_result_is_numpys_own_where_numpy_lays_it_out_as_d(rng):
-    """Below pool.HEAP_BYTES numpy.einsum allocates the result itself (no ``out``, no
+    """Below FRESH_MAX_BYTES numpy.einsum allocates the result itself (no ``out``, no
     pool lookup), as for its own callers, while its layout is D's."""
     a, b = rng.standard_normal((300, 300)), rng.standard_normal(300)
     plan = _plan("ij,j->ij", [a, b], (300, 1))
@@ -143,17 +144,16 @@ def test_a_new_result_numpy_lays_out_otherwise_gets_d_s_layout(rng):
         assert got.strides == (1600, 8)
 
 
-def test_a_0d_result_or_one_past_the_heap_keeps_d_s_own_allocation(monkeypatch, rng):
-    """A D of pool.HEAP_BYTES or more (glibc maps those afresh, page faults and all,
-    every call) comes from the pool; a 0-d D stays a 0-d array (numpy.einsum returns
-    a scalar), as the plan's callers expect."""
-    from cpu_fallback import pool
-
-    monkeypatch.setattr(pool, "HEAP_BYTES", 300 * 300 * 8)
-    a, b = rng.standard_normal((300, 300)), rng.standard_normal(300)
-    got = _plan("ij,j->ij", [a, b], (300, 1)).fresh(a, b)
+def test_a_0d_result_or_a_large_one_keeps_d_s_own_allocation(rng):
+    """A D of FRESH_MAX_BYTES or more comes from the pool (page faults only once); a
+    0-d D stays a 0-d array (numpy.einsum returns a scalar), as the plan's callers
+    expect."""
+    n = 1024
+    assert n * n * 8 >= FRESH_MAX_BYTES
+    a, b = rng.standard_normal((n, n)), rng.standard_normal(n)
+    got = _plan("ij,j->ij", [a, b], (n, 1)).fresh(a, b)
     np.testing.assert_array_equal(got, a * b)
-    assert not got.flags.owndata and got.strides == (2400, 8)  # a view of a pooled buffer
+    assert not got.flags.owndata and got.strides == (8 * n, 8)  # a pooled buffer's view
     dot = _plan("i,i->", [a[0], a[0]], ()).fresh(a[0], a[0])
     assert isinstance(dot, np.ndarray) and dot.shape == ()
     np.testing.assert_allclose(dot, a[0] @ a[0], rtol=1e-12)
