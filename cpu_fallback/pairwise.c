@@ -36,10 +36,10 @@
  * behind from memory right after an idle spell: the whole sum of a 4096^2 float64 array
  * (8 pieces, 2 threads) in the benchmark's rounds (a 0.15 s pause, then a run of calls)
  * took 3.4-4.3 ms a call without, 3.2-3.5 asked 2 KiB ahead, back to back 2.7-3.2 either
- * way (an equivalent loop outside gpu_tc; 2-core Xeon, AVX-512); 34-36 GB/s without
- * against 38-40 asked on a 2-core Zen 4 (32 MiB L3). From the caches, asking only cost
- * there: a 16 MiB float32 sum ran 124-129 GB/s asked, 152-159 not; 32 MiB 39-57
- * against 54-83 (stop75-probes). */
+ * way (an equivalent loop outside gpu_tc; 2-core Xeon, AVX-512); on a 2-core Zen 4
+ * (32 MiB L3) a 128 MiB float64 sum after pauses ran 34-36 GB/s without, 38-40 asked.
+ * From the caches asking only cost there: a 16 MiB float32 sum ran 124-129 GB/s
+ * asked, 152-159 not; 32 MiB 39-57 against 54-83 (stop75-probes). */
 #define AHEAD_BYTES 2048
 
 typedef struct {
