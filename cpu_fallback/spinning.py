@@ -29,5 +29,7 @@ class Spinning:
         self.until[engine] = end + SPIN_SECONDS[engine]
 
     def others_until(self, engine: str) -> float:
-        """Until when the threads of the engines other than ``engine`` spin (0: none)."""
-        return max((end for name, end in self.until.items() if name != engine), default=0.0)
+        """Until when the threads of the engines other than ``engine`` spin (0: none).
+        (A copy of the items: a concurrent call's :meth:`left` may add an engine.)"""
+        return max((end for name, end in tuple(self.until.items()) if name != engine),
+                   default=0.0)
