@@ -157,7 +157,7 @@ class HostPool:
                 start = self._starts[id(buffer)]
                 self._hits += 1
             # The view refers to the buffer before the lock is released: not idle.
-            return buffer[start:start + nbytes].view(dtype).reshape(shape)
+            return np.ndarray(shape, dtype, buffer=buffer, offset=start)
 
     def stats(self) -> PoolStats:
         """A snapshot of the pool."""
@@ -179,8 +179,13 @@ class HostPool:
 
         The one taken last was written last: the caches hold most of it. Taking the
         oldest, two idle buffers of one size (two results once alive at once) took
-        turns from call to call, and a loop's results spanned twice the cache.
+        turns from call to call, and a loop's results spanned twice the cache. The
+        newest is looked at first, alone: a loop's results take it call after call.
         """
+        newest = len(self._buffers) - 1
+        if (newest >= 0 and _size(self._buffers[newest]) == size
+                and _refs(self._buffers, newest) <= _IDLE_REFS):
+            return self._buffers[newest]
         for index in reversed(_idle(self._buffers)):
             if _size(self._buffers[index]) == size:
                 self._buffers.append(self._buffers.pop(index))
