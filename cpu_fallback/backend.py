@@ -33,6 +33,7 @@ from .pairwise_sum import one_thread_plan, pairwise_sum_plans
 from .permute import CpuPermutationPlan, may_stream
 from .pool import HOST_POOL
 from .reduction import CpuReductionPlan
+from .sliced_views import slicing
 from .strided_sum import strided_sum_plans
 from .tiling import default_budget, uncopied
 
@@ -132,6 +133,16 @@ class CpuBackend:
             # times cheaper than building the view (a warm 4x4 trace is a few microseconds).
             step = spec.strides[0]
             view = array.reshape(-1)[:(spec.extents[0] - 1) * step + 1:step]
+            if not writable:
+                view.setflags(write=False)
+            return view
+        # A batch of diagonals: a reshape and slices (sliced_views), writable as the array.
+        sliced = slicing(array.shape, spec.extents, spec.strides) if flags.c_contiguous else None
+        if sliced is not None:
+            shape, index, axes = sliced
+            view = array.reshape(shape)[index]
+            if axes is not None:
+                view = view.transpose(axes)
             if not writable:
                 view.setflags(write=False)
             return view
