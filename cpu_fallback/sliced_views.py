@@ -1,8 +1,8 @@
 """Views of a C-ordered array as a reshape and slices: a diagonal is every (n + 1)-th
-element of the flat array; a batch of diagonals ('bii->bi')
-is the array reshaped to (batch, n * n) and every (n + 1)-th element of each row. NumPy
-takes that in about 0.3 us, where a view built from strides took about 1.5 (a warm
-call's whole budget is a microsecond or two)."""
+element of the flat array; a batch of diagonals ('bii->bi') is the array reshaped to
+(batch, n * n) and every (n + 1)-th element of each row. NumPy takes that in about 0.3
+us, where a view built from strides took about 1.5 (a warm call's whole budget is a
+microsecond or two)."""
 
 from __future__ import annotations
 
