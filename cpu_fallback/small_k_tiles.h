@@ -1,7 +1,9 @@
 /* The loops of cpu_fallback._small_k (included by small_k.c, which says what they
  * compute): how a product is cut into pieces (panels of B, runs of D's rows), and
  * DEFINE_SMALL_K, the packing of a panel, the tiles kept in registers over its terms
- * and the threads' sweep over the pieces, for one element type and vector width. */
+ * and the threads' sweep over the pieces, for one element type and vector width. It is
+ * compiled under small_k.c's pragmas, set before the include: multiply-adds as FMA
+ * instructions, short copies as moves. */
 #ifndef GPU_TC_SMALL_K_TILES_H
 #define GPU_TC_SMALL_K_TILES_H
 
