@@ -153,11 +153,11 @@ class CpuReductionPlan(PlanDefaults):
         dtype = np.dtype(d.dtype)
         if dtype != np.dtype(self.problem.a.dtype) or dtype.kind not in "fc":
             keywords["dtype"] = dtype
-        reduce, axes = self._ufunc.reduce, self._axis
+        reduce, axis = self._ufunc.reduce, self._axis
         if not keywords:
             return reduce
-        if "dtype" not in keywords:  # the axes given in place: a partial's keyword costs more
-            return lambda a: reduce(a, axes)
+        if "dtype" not in keywords:  # the axis given in place: a partial's keyword costs more
+            return lambda a: reduce(a, axis)
         return functools.partial(reduce, **keywords)
 
     def __repr__(self) -> str:
