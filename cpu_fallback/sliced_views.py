@@ -7,12 +7,21 @@ microsecond or two)."""
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
 Slicing = tuple[tuple[int, ...], tuple[slice, ...], tuple[int, ...] | None]
 
 
-@lru_cache(maxsize=256)
+def c_ordered(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether an array of ``shape`` and ``strides`` (in elements) is C-ordered, as
+    NumPy's flag says: the stride of an axis of one never matters."""
+    step = 1
+    for extent, stride in zip(reversed(shape), reversed(strides)):
+        if extent != 1 and stride != step:
+            return 0 in shape
+        step *= extent
+    return True
+
+
 def slicing(shape: tuple[int, ...], extents: tuple[int, ...],
             strides: tuple[int, ...]) -> Slicing | None:
     """(the shape to reshape a C-ordered array of ``shape`` to, the index to take, the

@@ -188,6 +188,13 @@ class Backend(Protocol):
         starting at its element of index ``start`` (() for its first element;
         read-only unless ``writable``)."""
 
+    def viewer(
+        self, source: OperandLayout | None, spec: TensorSpec, writable: bool = False,
+        start: tuple[int, ...] = (),
+    ) -> Callable[[Any], Any]:
+        """``f(array)``: :meth:`view` of arrays laid out as ``source`` (None: any), with
+        what the view's making depends on decided here, once (a plan binds it)."""
+
     def overlaps(self, a: Any, b: Any) -> bool:
         """Whether the memory of ``a`` and ``b`` may overlap."""
 

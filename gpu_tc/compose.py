@@ -58,25 +58,25 @@ def primitive_plan(
 class _Prepared:
     """Per-call preparation of one operand: strided view, cast, early reduction."""
 
-    __slots__ = ("cast", "view", "start", "own_view", "reduction", "extents")
+    __slots__ = ("cast", "take", "reduction", "extents")
 
-    def __init__(self, prep: OperandPrep, reduction: PrimitivePlan | None) -> None:
+    def __init__(self, prep: OperandPrep, reduction: PrimitivePlan | None,
+                 backend: Backend) -> None:
         self.cast = prep.cast
-        self.view = prep.view
-        self.start = prep.start
-        self.own_view = own_view(prep.diagonals, prep.order)
+        # The view: the array's own diagonal and transpose calls, else the backend's.
+        self.take = own_view(prep.diagonals, prep.order)
+        if self.take is None and prep.view is not None:
+            self.take = backend.viewer(prep.source, prep.view, start=prep.start)
         self.reduction = reduction
         self.extents = prep.result.extents
 
     @property
     def untouched(self) -> bool:
-        return not self.cast and self.view is None and self.reduction is None
+        return not self.cast and self.take is None and self.reduction is None
 
     def __call__(self, backend: Backend, x: Any, dtype: str) -> Any:
-        if self.own_view is not None:
-            x = self.own_view(x)
-        elif self.view is not None:
-            x = backend.view(x, self.view, start=self.start)
+        if self.take is not None:
+            x = self.take(x)
         if self.cast:
             x = backend.cast(x, dtype)
         if self.reduction is not None:
@@ -154,11 +154,12 @@ class EinsumPlan:
         for prep in program.operands:
             cast = nbytes(prep.spec) if prep.cast else 0
             if prep.reduction is None:  # a cast is held from here on: later stages count it
-                operands.append(_Prepared(prep, None))
+                operands.append(_Prepared(prep, None, backend))
                 held += cast
                 continue
             reduced = nbytes(prep.reduction.d)
-            operands.append(_Prepared(prep, plan_with(prep.reduction, held + cast + reduced)))
+            reduction = plan_with(prep.reduction, held + cast + reduced)
+            operands.append(_Prepared(prep, reduction, backend))
             held += reduced
         self._operands = tuple(operands)
         sizes = [nbytes(p.result) if p.cast or p.reduction else 0 for p in program.operands]
@@ -201,8 +202,8 @@ class EinsumPlan:
                 reorder = own_view((), calls[1]) or (lambda x: x[...])
                 self.fast = finished(backend, reorder, output)
             else:
-                self.fast = finished(backend, lambda x: backend.view(x, view, writable=True),
-                                     output)
+                source = program.operands[0].source
+                self.fast = finished(backend, backend.viewer(source, view, writable=True), output)
         elif self._steps and untouched and not self.converts:
             fresh_calls = [(lhs, rhs, plan.fresh) for lhs, rhs, plan, _ in self._steps]
             if self._orientation is not None:  # the last step's layout is its to pick
@@ -308,7 +309,7 @@ class StagePlan:
         ledger.record(held, self._plan.temporary_bytes)
         ledger.check()
         self.temporary_bytes = ledger.peak
-        self._operands = tuple(_Prepared(prep, None) for prep in program.operands)
+        self._operands = tuple(_Prepared(prep, None, backend) for prep in program.operands)
         self.stages = (self._plan,)
         # A warm unscaled call into a new result (a trace) may be one backend call.
         fresh = self._plan.fresh

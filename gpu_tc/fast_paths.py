@@ -50,8 +50,8 @@ def viewed(backend: Backend, prep: OperandPrep, fresh: Any, output: TensorSpec,
     take = own_view(prep.diagonals, prep.order)
     if take is not None:
         return finished(backend, lambda x: fresh(take(x)), output, scalar)
-    return finished(backend, lambda x: fresh(backend.view(x, view, start=start)), output,
-                    scalar)
+    take_view = backend.viewer(prep.source, view, start=start)
+    return finished(backend, lambda x: fresh(take_view(x)), output, scalar)
 
 
 def finished(backend: Backend, fast: Any, output: TensorSpec, scalar: bool = False) -> Any:

@@ -52,6 +52,8 @@ class OperandPrep:
             none). ``diagonal()`` or ``transpose()`` takes a tenth of a microsecond, a
             view built from strides ten times that (a warm small partial trace).
         order: See ``diagonals``.
+        source: The operand's own layout, which ``view`` is taken from (a backend
+            decides once, from it, how it takes the view: see Backend.viewer).
     """
 
     view: TensorSpec | None
@@ -61,6 +63,7 @@ class OperandPrep:
     start: tuple[int, ...] = ()
     diagonals: tuple[tuple[int, int], ...] = ()
     order: tuple[int, ...] | None = None
+    source: OperandLayout | None = None
 
     @property
     def result(self) -> TensorSpec:
@@ -184,7 +187,7 @@ def prepare_operand(
     """
     spec = operand_spec(term, layout, extents)
     view = spec if spec.labels != term or spec.strides != layout.strides else None
-    return _cast_after(view, spec, dtype, calls=view_calls(term, layout, spec))
+    return _cast_after(view, spec, dtype, layout, calls=view_calls(term, layout, spec))
 
 
 ViewCalls = tuple[tuple[tuple[int, int], ...], tuple[int, ...] | None]
@@ -216,16 +219,16 @@ def view_calls(term: str, layout: OperandLayout, view: TensorSpec) -> ViewCalls 
     return tuple(calls), None if order == tuple(range(len(order))) else order
 
 
-def _cast_after(view: TensorSpec | None, spec: TensorSpec, dtype: str,
+def _cast_after(view: TensorSpec | None, spec: TensorSpec, dtype: str, source: OperandLayout,
                 start: tuple[int, ...] = (), calls: ViewCalls | None = None) -> OperandPrep:
     """The preparation that takes ``view`` (laid out as ``spec``; ``calls``: the
-    array's own calls that take it, if any), then casts it into ``dtype`` where that
-    differs."""
+    array's own calls that take it, if any) of an operand laid out as ``source``, then
+    casts it into ``dtype`` where that differs."""
     diagonals, order = calls or ((), None)
     if spec.dtype == dtype:
-        return OperandPrep(view, False, spec, None, start, diagonals, order)
+        return OperandPrep(view, False, spec, None, start, diagonals, order, source)
     return OperandPrep(view, True, contiguous_spec(spec.labels, spec.extents, dtype), None,
-                       start, diagonals, order)
+                       start, diagonals, order, source)
 
 
 def reduce_unneeded(prep: OperandPrep, needed: str) -> OperandPrep:
@@ -363,7 +366,7 @@ def trace_program(
     diagonal = OperandLayout(tuple(extents[x] for x in labels), tuple(strides), layout.dtype)
     view = operand_spec(labels, diagonal, extents)
     calls = (((axes[0], axes[1]),), None) if offset == 0 else None
-    prep = _cast_after(view, view, dtype, tuple(start) if any(start) else (), calls)
+    prep = _cast_after(view, view, dtype, layout, tuple(start) if any(start) else (), calls)
     spec = prep.spec
     output = output_for(labels[:-1], spec.extents[:-1])
     return StageProgram(ReductionProblem(spec, output), (prep,))

@@ -9,7 +9,7 @@ import pytest
 from numpy.lib.stride_tricks import as_strided
 
 import gpu_tc
-from cpu_fallback.sliced_views import slicing
+from cpu_fallback.sliced_views import c_ordered, slicing
 
 CASES = [
     ((5, 4, 4), (5, 4), (16, 5)),  # bii->bi
@@ -51,9 +51,11 @@ def test_no_slicing_where_the_view_is_not_blocks_of_rows(shape, extents, strides
 @pytest.mark.parametrize("writable", [True, False])
 def test_einsum_s_diagonal_views_are_numpys(monkeypatch, subscripts, shape, writable):
     """Taken by the slices (the view built from strides is not reached), writable as
-    the operand is, as numpy.einsum's."""
+    the operand is, as numpy.einsum's. The plan decides the slices when it is made."""
     from cpu_fallback import backend
+    from gpu_tc.cache import PLAN_CACHE
 
+    PLAN_CACHE.clear()  # a plan made earlier for this layout decided without the spy
     taken = []
     monkeypatch.setattr(backend, "slicing", lambda *args: taken.append(slicing(*args)) or taken[-1])
     x = np.random.default_rng(0).random(shape)
@@ -67,3 +69,30 @@ def test_einsum_s_diagonal_views_are_numpys(monkeypatch, subscripts, shape, writ
     if writable:
         got[...] = -1.0
         assert np.all(np.einsum(subscripts, x) == -1.0)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: np.zeros((3, 4)), lambda: np.zeros((3, 4)).T, lambda: np.zeros((3, 1, 4)),
+    lambda: np.zeros((3, 4, 1))[:, :, :1], lambda: np.zeros((6, 4))[::2],
+    lambda: np.zeros((3, 1, 4)).transpose(1, 0, 2), lambda: np.zeros((0, 4))[:, ::2],
+    lambda: np.zeros((5, 4))[:, :1], lambda: np.zeros((4, 5))[:1, ::2], lambda: np.zeros(()),
+])
+def test_c_ordered_agrees_with_numpys_flag(make):
+    x = make()
+    strides = tuple(s // x.itemsize for s in x.strides)
+    assert c_ordered(x.shape, strides) == x.flags.c_contiguous
+
+
+@pytest.mark.parametrize("writable", [True, False])
+def test_a_viewer_bound_to_another_layout_builds_the_view_from_strides(writable):
+    """An operand that is not C-ordered (a transpose) gets the strided view each call:
+    the same elements as numpy.einsum's diagonal, writable only when asked and allowed."""
+    from cpu_fallback.backend import CpuBackend
+    from gpu_tc.problem import OperandLayout, TensorSpec
+
+    x = np.arange(3 * 16, dtype=np.float64).reshape(4, 4, 3).transpose(2, 0, 1)
+    source = OperandLayout(x.shape, tuple(s // 8 for s in x.strides), "d")
+    spec = TensorSpec("bi", (3, 4), (1, 15), "d")  # bii->bi of the transpose
+    view = CpuBackend().viewer(source, spec, writable=writable)(x)
+    assert np.array_equal(view, np.einsum("bii->bi", x)) and np.shares_memory(view, x)
+    assert view.flags.writeable == writable

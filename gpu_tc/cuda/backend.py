@@ -24,6 +24,7 @@ from gpu_tc.options import Options, UnaryOp
 from gpu_tc.problem import (
     ContractionProblem,
     ElementwiseProblem,
+    OperandLayout,
     PermutationProblem,
     ReductionProblem,
     TensorSpec,
@@ -180,6 +181,14 @@ class GpuBackend:
             array = array[tuple(slice(i, None) for i in start)]
         itemsize = array.itemsize
         return as_strided(array, spec.extents, tuple(s * itemsize for s in spec.strides))
+
+    def viewer(
+        self, source: OperandLayout | None, spec: TensorSpec, writable: bool = False,
+        start: tuple[int, ...] = (),
+    ) -> Callable[[cupy.ndarray], cupy.ndarray]:
+        """:meth:`view`, the same for every layout."""
+        view = self.view
+        return lambda x: view(x, spec, writable, start)
 
     def overlaps(self, a: Any, b: Any) -> bool:
         """Whether the memory of ``a`` and ``b`` may overlap (a bounds check)."""
