@@ -192,6 +192,18 @@ def test_out_of_another_dtype_as_numpy(rng, operand_dtype, out_dtype, casting):
         np.testing.assert_array_equal(ours, 9)  # untouched
 
 
+def test_an_integer_out_takes_the_finished_float_sum_cast_once(rng):
+    """numpy.einsum casts its buffered partial sums into an integer ``out`` as it goes
+    (here it wrote [478, 3872] for sums of 484.29 and 3879.16, NumPy 2.4); gpu_tc casts the
+    finished sum, truncated as numpy's unsafe cast of the float result."""
+    x = (np.random.default_rng(0).standard_normal((2, 64, 32)) * 3).astype(np.float16)
+    y = np.random.default_rng(0).standard_normal((32, 64)) * 3
+    ours = np.zeros(2, np.int32)
+    gpu_tc.einsum("dac,cb->d", x, y, out=ours, casting="unsafe")
+    exact = np.einsum("dac,cb->d", x.astype(np.float64), y)
+    np.testing.assert_array_equal(ours, exact.astype(np.int32))
+
+
 @pytest.mark.parametrize("casting", ["no", "equiv", "safe", "same_kind", "unsafe"])
 @pytest.mark.parametrize(
     "out_dtype, dtype",
