@@ -142,7 +142,7 @@ class CpuBackend:
         return as_strided(array, spec.extents, strides, writeable=writable)
 
     def viewer(
-        self, source: OperandLayout | None, spec: TensorSpec, writable: bool = False,
+        self, source: OperandLayout, spec: TensorSpec, writable: bool = False,
         start: tuple[int, ...] = (),
     ) -> Callable[[np.ndarray], np.ndarray]:
         """:meth:`view` of arrays laid out as ``source``. A diagonal (a trace) or a
@@ -150,7 +150,7 @@ class CpuBackend:
         decided here: writable as the array, and a few times cheaper a call than a view
         built from strides (a warm ``bii->bi`` is about a microsecond)."""
         sliced = None
-        if source is not None and not start and c_ordered(source.shape, source.strides):
+        if not start and c_ordered(source.shape, source.strides):
             sliced = slicing(source.shape, spec.extents, spec.strides)
         if sliced is None:
             view = self.view

@@ -189,11 +189,11 @@ class Backend(Protocol):
         read-only unless ``writable``)."""
 
     def viewer(
-        self, source: OperandLayout | None, spec: TensorSpec, writable: bool = False,
+        self, source: OperandLayout, spec: TensorSpec, writable: bool = False,
         start: tuple[int, ...] = (),
     ) -> Callable[[Any], Any]:
-        """``f(array)``: :meth:`view` of arrays laid out as ``source`` (None: any), with
-        what the view's making depends on decided here, once (a plan binds it)."""
+        """``f(array)``: :meth:`view` of arrays laid out as ``source``, with what the
+        view's making depends on decided here, once (a plan binds it)."""
 
     def overlaps(self, a: Any, b: Any) -> bool:
         """Whether the memory of ``a`` and ``b`` may overlap."""

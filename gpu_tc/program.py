@@ -45,6 +45,8 @@ class OperandPrep:
         cast: Then copy it into the compute dtype (C order): only what the view reaches.
         spec: The layout after the view and the cast.
         reduction: Sum away the labels no other operand or the output needs.
+        source: The operand's own layout, which ``view`` is taken from (a backend
+            decides once, from it, how it takes the view: see Backend.viewer).
         start: The index, in the operand, of the view's first element (a trace's
             diagonal off the main one); () for its first element.
         diagonals: Where the array's own calls take the view (see view_calls): the
@@ -52,18 +54,16 @@ class OperandPrep:
             none). ``diagonal()`` or ``transpose()`` takes a tenth of a microsecond, a
             view built from strides ten times that (a warm small partial trace).
         order: See ``diagonals``.
-        source: The operand's own layout, which ``view`` is taken from (a backend
-            decides once, from it, how it takes the view: see Backend.viewer).
     """
 
     view: TensorSpec | None
     cast: bool
     spec: TensorSpec
     reduction: ReductionProblem | None
+    source: OperandLayout
     start: tuple[int, ...] = ()
     diagonals: tuple[tuple[int, int], ...] = ()
     order: tuple[int, ...] | None = None
-    source: OperandLayout | None = None
 
     @property
     def result(self) -> TensorSpec:
@@ -226,9 +226,9 @@ def _cast_after(view: TensorSpec | None, spec: TensorSpec, dtype: str, source: O
     casts it into ``dtype`` where that differs."""
     diagonals, order = calls or ((), None)
     if spec.dtype == dtype:
-        return OperandPrep(view, False, spec, None, start, diagonals, order, source)
+        return OperandPrep(view, False, spec, None, source, start, diagonals, order)
     return OperandPrep(view, True, contiguous_spec(spec.labels, spec.extents, dtype), None,
-                       start, diagonals, order, source)
+                       source, start, diagonals, order)
 
 
 def reduce_unneeded(prep: OperandPrep, needed: str) -> OperandPrep:

@@ -183,7 +183,7 @@ class GpuBackend:
         return as_strided(array, spec.extents, tuple(s * itemsize for s in spec.strides))
 
     def viewer(
-        self, source: OperandLayout | None, spec: TensorSpec, writable: bool = False,
+        self, source: OperandLayout, spec: TensorSpec, writable: bool = False,
         start: tuple[int, ...] = (),
     ) -> Callable[[cupy.ndarray], cupy.ndarray]:
         """:meth:`view`, the same for every layout."""
