@@ -71,10 +71,15 @@ def test_any_layout_of_a_and_b_and_a_unit_stride_either_way_in_d(small_k, rng, a
     _check(d, a, b, -0.5)
 
 
-def test_nothing_outside_d_is_written(small_k, rng):
-    whole = np.full((40, 60), np.nan)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("k", [9, 600])  # 600: a second block of terms, added into D
+def test_nothing_outside_d_is_written(small_k, rng, dtype, k):
+    """D's rows end inside a vector (42 columns: 24 + 18 in float64, 42 of 48 in
+    float32), which a masked store writes."""
+    whole = np.full((40, 60), np.nan, dtype)
     d = whole[3:30:2, 5:47]  # rows 2 apart, columns inside
-    a, b = rng.standard_normal((d.shape[0], 9)), rng.standard_normal((9, d.shape[1]))
+    a = rng.standard_normal((d.shape[0], k)).astype(dtype)
+    b = rng.standard_normal((k, d.shape[1])).astype(dtype)
     assert small_k.gemm(a, b, d, 1.0)
     _check(d, a, b, 1.0)
     outside = np.ones(whole.shape, bool)
