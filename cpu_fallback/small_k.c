@@ -59,28 +59,21 @@
 typedef double f8_zmm __attribute__((vector_size(64)));
 typedef float f4_zmm __attribute__((vector_size(64)));
 
-/* The first n (< 8) lanes of x into `to`, or added to it where `add`: masked moves, which
+/* NAME(to, x, n, add): the first n lanes of x (a vector of T, __m512S for the
+ * intrinsics with suffix P) into `to`, or added to it where `add`: masked moves, which
  * touch no other element. */
-static inline __attribute__((always_inline)) ISA_AVX512 void f8_masked(double *to, f8_zmm x,
-                                                                       int64_t n, int add)
-{
-    const __mmask8 lanes = (__mmask8)((1u << n) - 1);
-    __m512d y = (__m512d)x;
-    if (add)
-        y = _mm512_add_pd(y, _mm512_maskz_loadu_pd(lanes, to));
-    _mm512_mask_storeu_pd(to, lanes, y);
-}
-
-/* f8_masked's for float: the first n (< 16) lanes. */
-static inline __attribute__((always_inline)) ISA_AVX512 void f4_masked(float *to, f4_zmm x,
-                                                                       int64_t n, int add)
-{
-    const __mmask16 lanes = (__mmask16)((1u << n) - 1);
-    __m512 y = (__m512)x;
-    if (add)
-        y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(lanes, to));
-    _mm512_mask_storeu_ps(to, lanes, y);
-}
+#define DEFINE_MASKED(NAME, T, VEC, MASK, S, P)                                            \
+    static inline __attribute__((always_inline)) ISA_AVX512 void NAME(T *to, VEC x,        \
+                                                                      int64_t n, int add)  \
+    {                                                                                      \
+        const MASK lanes = (MASK)((1u << n) - 1);                                          \
+        __m512##S y = (__m512##S)x;                                                        \
+        if (add)                                                                           \
+            y = _mm512_add_##P(y, _mm512_maskz_loadu_##P(lanes, to));                      \
+        _mm512_mask_storeu_##P(to, lanes, y);                                              \
+    }
+DEFINE_MASKED(f8_masked, double, f8_zmm, __mmask8, d, pd)
+DEFINE_MASKED(f4_masked, float, f4_zmm, __mmask16, , ps)
 
 /* AVX2's masked stores took longer than staging a tile on the 2-core Zen 4 (float32
  * 8000 x 36 x 36: 112-132 GFLOP/s against 150-153), so its builds stage. */

@@ -154,10 +154,11 @@ static inline int64_t run_end(uint64_t starts, int64_t c, int64_t cols)
         /* acc indexed by constants only (loops unrolled): a row known at run time kept    \
          * acc in memory, stored and reloaded around every tile (a third of the time       \
          * where K is 12). A tile whose columns are one run in D is written from the       \
-         * registers, the vector where the run ends by PART (a float64 8000 x 36 x 36      \
-         * product, its second tile of 12 columns, went from 74-79 to 81-85 GFLOP/s on the \
-         * 2-core Zen 4, float32 8000 x 12 x 12 from 45-52 to 82-88); any other is staged. \
-         * With `add` (a later block of K terms) the tile is added into D. */              \
+         * registers, the vector where the run ends by PART; any other is staged (staging  \
+         * them too, on the 2-core Zen 4, four rounds: float64 8000 x 36 x 36, its second  \
+         * tile of 12 columns, 71-79 GFLOP/s against 82-85, 46656 x 36 x 36 55-62 against  \
+         * 63-70; float32 8000 x 12 x 12 42-51 against 62-87). With `add` (a later block   \
+         * of K terms) the tile is added into D. */                                        \
         const int direct = starts == 1 && (cols == nv * NAME##_LANES || NAME##_part);      \
         T staged[RB][NAME##_CB];                                                           \
         _Pragma("GCC unroll 16")                                                           \
