@@ -188,7 +188,8 @@ class CpuBackend:
         """A GEMM lowering of ``problem`` (see gpu_tc.gemm) whose copies stay within
         ``options.memory_limit`` or the default budget (in tiles where they would not);
         where lowerings compete (pack an operand or loop over it; the GEMM by NumPy's
-        BLAS, by MKL's where installed (cpu_fallback.mkl) or by the small-K kernel; and
+        BLAS, by MKL's where installed (cpu_fallback.mkl) or by the small-K kernel, each
+        build of it this CPU runs that is worth timing (small_k.narrower_builds); and
         where one copies or loops, the small-K kernel on the operands where they lie:
         cpu_fallback.gathered, which also computes a broadcast product as a K = 1
         product) and the problem has measure.MIN_FLOPS (a product: PRODUCT_MIN_BYTES of
@@ -203,8 +204,8 @@ class CpuBackend:
         if problem.flops < MIN_FLOPS and not _large_product(problem):
             return loops or CpuContractionPlan(problem, choices[0], budget)
         lowered = [CpuContractionPlan(problem, policy, budget) for policy in choices]
-        lowered += [CpuContractionPlan(problem, plan.policy, budget, small_k=True)
-                    for plan in lowered if plan.small_k_serves()]
+        lowered += [CpuContractionPlan(problem, plan.policy, budget, small_k=build)
+                    for plan in lowered for build in plan.small_k_builds()]
         engine = mkl.engine()
         if engine is not None and engine.serves(problem.d.dtype):
             lowered += [CpuContractionPlan(problem, plan.policy, budget, engine=engine)

@@ -43,7 +43,9 @@ class CpuContractionPlan(PlanDefaults):
         policy: The lowering policy (gpu_tc.gemm.POLICIES) of the whole and its tiles.
         budget: Bytes the copies of one call may take (packed operands, a staged D);
             above it the plan runs in tiles (cpu_fallback.tiling). None: no bound.
-        small_k: The GEMM by the small-K kernel (cpu_fallback.small_k) where it serves.
+        small_k: The GEMM by the small-K kernel (cpu_fallback.small_k) where it serves:
+            True for its widest build, or the name of one of its narrower builds
+            (route "small-k-avx2:...").
         engine: Whose GEMMs: None for NumPy's BLAS (numpy.matmul, cpu_fallback.cblas),
             or MKL's (cpu_fallback.mkl; route "mkl:...").
         loop: Tiles that copy nothing (tiling.uncopied): calls with beta = 0 run as this
@@ -52,7 +54,8 @@ class CpuContractionPlan(PlanDefaults):
 
     def __init__(
         self, problem: ContractionProblem, policy: str = "heuristic", budget: int | None = None,
-        small_k: bool = False, engine: MklEngine | None = None, loop: Tiling | None = None,
+        small_k: bool | str = False, engine: MklEngine | None = None,
+        loop: Tiling | None = None,
     ) -> None:
         self.problem = problem
         self.policy = policy
@@ -61,7 +64,9 @@ class CpuContractionPlan(PlanDefaults):
         self._matmul = _numpy_matmul if engine is None else engine.matmul
         self._gemm = cblas.gemm if engine is None else engine.gemm
         self.lowering = lower(problem, policy)
-        prefix = "small-k:" if small_k else "blas:" if engine is None else f"{engine.name}:"
+        build = small_k if isinstance(small_k, str) else None
+        prefix = (f"small-k-{build}:" if build else "small-k:" if small_k
+                  else "blas:" if engine is None else f"{engine.name}:")
         self.route = prefix + ("looped" if loop else self.lowering.route)
         self.reason = ("a loop of GEMMs on views of the operands" if loop
                        else self.lowering.reason)
@@ -69,9 +74,11 @@ class CpuContractionPlan(PlanDefaults):
             self.reason += f"; the GEMMs by {engine.name.upper()}"
         # The small-K kernel (cpu_fallback.small_k) computes the product instead of BLAS.
         self._small_k = None
+        self._small_k_build = build
         if small_k and isinstance(self.lowering, GemmLowering):
             self._small_k = _small_k_module()
-            self.reason += f"; the GEMM by the small-K kernel (K = {self.lowering.a.shape[-1]})"
+            self.reason += f"; the GEMM by the small-K kernel (K = {self.lowering.a.shape[-1]}"
+            self.reason += f", its {build.upper()} build)" if build else ")"
         # A new result by numpy.matmul alone, where it writes D's layout (not the kernel's
         # nor another engine's).
         self.fresh = (None if self._small_k or engine else fresh_call(self.lowering, problem))
@@ -171,6 +178,13 @@ class CpuContractionPlan(PlanDefaults):
         module = _small_k_module()
         return module is not None and module.serves(self.problem.d.dtype, low.a.shape[-1])
 
+    def small_k_builds(self) -> tuple[bool | str, ...]:
+        """The ``small_k`` arguments of the plans that run this plan's product by the
+        small-K kernel: True (its widest build) and its narrower builds, where it serves."""
+        if not self.small_k_serves():
+            return ()
+        return (True, *_small_k_module().narrower_builds())
+
     def pack(self, x: Any, operand: str) -> Any:
         """Operand ``operand`` ("a" or "b") of a GEMM lowering as its matrix stack."""
         return self._stacks[0 if operand == "a" else 1].of(x)
@@ -183,7 +197,8 @@ class CpuContractionPlan(PlanDefaults):
         assert isinstance(low, GemmLowering)
         if not low.d.pack and beta == 0:
             d_mat = d.transpose(low.d.perm).reshape(low.d.shape)
-            if self._small_k is not None and self._small_k.gemm(a_mat, b_mat, d_mat, alpha):
+            if self._small_k is not None and self._small_k.gemm(a_mat, b_mat, d_mat, alpha,
+                                                                self._small_k_build):
                 return
             self._matmul(a_mat, b_mat, d_mat)
             if alpha != 1:

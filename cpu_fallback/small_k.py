@@ -47,8 +47,17 @@ def isa() -> str:
     return str(_small_k.isa())
 
 
-def gemm(a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha: complex) -> bool:
-    """``d = alpha * a @ b`` for 2-D arrays of one dtype the kernel serves.
+def narrower_builds() -> tuple[str, ...]:
+    """The builds :func:`gemm` may name besides the widest (('avx2',) on an AVX-512 CPU):
+    which is faster depends on the CPU and the shape, so plans time them (a Zen 4 runs
+    AVX-512 as two AVX2 halves, and the AVX2 build's smaller tiles waste fewer lanes)."""
+    return tuple(_small_k.narrower())
+
+
+def gemm(a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha: complex,
+         build: str | None = None) -> bool:
+    """``d = alpha * a @ b`` for 2-D arrays of one dtype the kernel serves, by the
+    widest build of its loops, or the one of :func:`narrower_builds` that ``build`` names.
 
     Returns:
         False (nothing written) where ``d`` has no unit stride, the dtypes differ or are
@@ -59,6 +68,8 @@ def gemm(a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha: complex) -> bool:
     name = _TYPES.get(d.dtype)
     if name is None or not a.dtype == b.dtype == d.dtype or np.imag(alpha) != 0:
         return False
+    if build is not None:
+        name += ":" + build
     if not serves(d.dtype, a.shape[1]):
         return False
     if d.shape[1] > 1 and d.strides[1] != d.itemsize:

@@ -111,6 +111,8 @@ def test_the_thread_count_does_not_change_a_bit(rng):
     ({"m": 2**40, "a_row": 2**40, "d_row": 2**40}, "outside the buffers"),
     ({"threads": -1}, "threads >= 0"),
     ({"type": "c8"}, "runs 'f4' and 'f8'"),
+    ({"type": "f"}, "runs 'f4' and 'f8'"),
+    ({"type": "f8:avx3"}, "runs 'f4' and 'f8'"),
 ])
 def test_the_kernel_refuses_what_it_cannot_run(rng, change, message):
     from cpu_fallback import _small_k
@@ -120,6 +122,37 @@ def test_the_kernel_refuses_what_it_cannot_run(rng, change, message):
     a, b, d = np.ones(6), np.ones(12), np.zeros(8)
     with pytest.raises(ValueError, match=message):
         _small_k.gemm(a, b, d, *args.values())
+
+
+@pytest.mark.parametrize("dtype, m, k, n", [(np.float64, 301, 36, 36), (np.float32, 77, 13, 45),
+                                           (np.float64, 19, 600, 9), (np.float32, 5, 3, 70)])
+def test_a_narrower_build_writes_the_widest_builds_bits(small_k, rng, dtype, m, k, n):
+    """Each element sums its K terms in order whatever the vector width, so the AVX2
+    build, which a plan may time beside the AVX-512 one, writes the same bits."""
+    if not small_k.narrower_builds():
+        pytest.skip(f"this process runs the {small_k.isa()} build and names no other")
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    widest, narrower = np.full((m, n), np.nan, dtype), np.full((m, n), np.nan, dtype)
+    assert small_k.gemm(a, b, widest, -0.5)
+    assert small_k.gemm(a, b, narrower, -0.5, "avx2")
+    assert np.array_equal(widest, narrower)
+    _check(narrower, a, b, -0.5)
+
+
+def test_the_avx2_build_is_named_only_where_it_is_narrower(small_k):
+    """'f8:avx2' runs the AVX2 build where this process runs a wider one (an AVX-512 CPU
+    not narrowed by GPU_TC_KERNEL_ISA); elsewhere the name is refused."""
+    from cpu_fallback import _small_k
+    a, b, d = np.arange(6.0), np.arange(12.0), np.zeros(8)
+    args = ("f8:avx2", 2, 4, 3, 0, 3, 1, 0, 4, 1, 0, 4, 1.0, 0)
+    if small_k.narrower_builds() == ("avx2",):
+        _small_k.gemm(a, b, d, *args)
+        np.testing.assert_array_equal(d.reshape(2, 4), a.reshape(2, 3) @ b.reshape(3, 4))
+    else:
+        with pytest.raises(ValueError, match="names none"):
+            _small_k.gemm(a, b, d, *args)
+        assert (d == 0).all()
 
 
 def test_what_it_does_not_serve_is_left_to_blas(small_k, rng):
@@ -178,6 +211,22 @@ def test_plans_the_kernel_does_not_serve(rng, subscripts, shapes, dtype):
     operands = [rng.standard_normal(s).astype(dtype) for s in shapes]
     problem = gpu_tc.prepare(subscripts, *operands)._plan.program.final
     assert not any(CpuContractionPlan(problem, p).small_k_serves() for p in policies(problem))
+
+
+def test_a_plan_may_run_the_narrower_build_and_says_so(small_k, rng):
+    """Where the kernel has a narrower build, the plans it is timed in offer it too
+    (route "small-k-avx2:..."): TCCG case 9's GEMM at a third of its half extents."""
+    if not small_k.narrower_builds():
+        pytest.skip(f"this process runs the {small_k.isa()} build and names no other")
+    a, b = rng.standard_normal((12, 12)), rng.standard_normal((12, 12, 12, 12))
+    problem = gpu_tc.prepare("ae,dcbe->dcba", a, b)._plan.program.final
+    plan = CpuContractionPlan(problem, policies(problem)[0], small_k="avx2")
+    assert plan.route.startswith("small-k-avx2:") and "its AVX2 build" in plan.reason
+    assert [build for p in policies(problem)
+            for build in CpuContractionPlan(problem, p).small_k_builds()][:2] == [True, "avx2"]
+    d = _new_result(problem.d, np.float64)
+    plan.execute((a, b), d, Scalars(), None)
+    np.testing.assert_allclose(d, reference.einsum("ae,dcbe->dcba", a, b), atol=1e-12)
 
 
 def test_a_small_new_result_goes_to_the_kernel_too(small_k, monkeypatch, rng):
