@@ -24,7 +24,9 @@
  *
  * Three builds of the loops, one chosen when the module loads: AVX-512 (RB 8, NV 3 of
  * 64 bytes), AVX2 with FMA (RB 4, NV 3 of 32 bytes) and the baseline (RB 4, NV 2 of 16
- * bytes); all are GCC vector extensions, so the compiler picks the instructions. With
+ * bytes); all are GCC vector extensions, so the compiler picks the instructions. Where
+ * AVX-512 is chosen a call may name the AVX2 build ('f8:avx2'), which plans time beside
+ * it: which is faster depends on the CPU and the shape. With
  * threads > 0 the (batch, panel, rows) pieces are shared among that many OpenMP
  * threads, each writing its own part of D, panels narrowed where there would be fewer
  * than two pieces a thread; a thread takes the next piece when it is done with one
