@@ -173,8 +173,9 @@ static inline int64_t run_end(uint64_t starts, int64_t c, int64_t cols)
                     continue;                                                              \
                 }                                                                          \
                 T *to = d_rows[r] + d_cols[0] + v * NAME##_LANES;                          \
-                if (cols - v * NAME##_LANES < NAME##_LANES) {                              \
-                    NAME##_part(to, x, cols - v * NAME##_LANES, add);                      \
+                const int64_t left = cols - v * NAME##_LANES; /* D's columns from here */  \
+                if (left < NAME##_LANES) {                                                 \
+                    NAME##_part(to, x, left, add);                                         \
                     continue;                                                              \
                 }                                                                          \
                 if (add) {                                                                 \

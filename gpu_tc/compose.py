@@ -21,7 +21,7 @@ import numpy as np
 from .backend import UNSCALED, Backend, OrientationTrial, PrimitivePlan, Scalars
 from .cache import PlanCache
 from .expression import show_label
-from .fast_paths import chained, finished, own_view, viewed
+from .fast_paths import chained, finished, operand_view, own_view, viewed
 from .keys import PrimitiveKey
 from .memory import Ledger, nbytes
 from .options import Options
@@ -63,10 +63,7 @@ class _Prepared:
     def __init__(self, prep: OperandPrep, reduction: PrimitivePlan | None,
                  backend: Backend) -> None:
         self.cast = prep.cast
-        # The view: the array's own diagonal and transpose calls, else the backend's.
-        self.take = own_view(prep.diagonals, prep.order)
-        if self.take is None and prep.view is not None:
-            self.take = backend.viewer(prep.source, prep.view, start=prep.start)
+        self.take = operand_view(backend, prep)
         self.reduction = reduction
         self.extents = prep.result.extents
 

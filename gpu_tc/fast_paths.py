@@ -33,25 +33,31 @@ def own_view(calls: tuple[tuple[int, int], ...], order: tuple[int, ...] | None) 
     return take
 
 
+def operand_view(backend: Backend, prep: OperandPrep) -> Any:
+    """``f(x)``: the view ``prep`` takes of its operand, by the array's own calls
+    (:func:`own_view`) where they take it, else by the backend's viewer bound to the
+    operand's layout; None where it takes none."""
+    take = own_view(prep.diagonals, prep.order)
+    if take is None and prep.view is not None:
+        take = backend.viewer(prep.source, prep.view, start=prep.start)
+    return take
+
+
 def viewed(backend: Backend, prep: OperandPrep, fresh: Any, output: TensorSpec,
            scalar: bool = False) -> Any:
     """``fresh`` applied to the view ``prep`` takes of its operand (a diagonal: a trace),
     finished as :func:`finished` does (a trace to a scalar in one frame)."""
-    view, start = prep.view, prep.start
     if prep.cast or prep.reduction is not None:
         return None
-    if view is None:
+    if prep.view is None:
         return finished(backend, fresh, output, scalar)
     if prep.diagonals == ((0, 1),) and prep.order is None:  # a trace
         if output.extents or scalar:
             return lambda x: fresh(x.diagonal())
         finish = backend.finish
         return lambda x: finish(fresh(x.diagonal()))
-    take = own_view(prep.diagonals, prep.order)
-    if take is not None:
-        return finished(backend, lambda x: fresh(take(x)), output, scalar)
-    take_view = backend.viewer(prep.source, view, start=start)
-    return finished(backend, lambda x: fresh(take_view(x)), output, scalar)
+    take = operand_view(backend, prep)
+    return finished(backend, lambda x: fresh(take(x)), output, scalar)
 
 
 def finished(backend: Backend, fast: Any, output: TensorSpec, scalar: bool = False) -> Any:
