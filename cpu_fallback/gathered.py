@@ -37,10 +37,11 @@ TILE_COLUMNS = 63
 def gathered_plans(
     problem: ContractionProblem, fallback: CpuContractionPlan, budget: int | None
 ) -> list[GatheredPlan]:
-    """The gathered plan of ``problem`` where the kernel serves it and its temporaries
-    fit ``budget`` (bytes; None: no bound): one plan, or none. A product that sums
-    nothing (K = 1) takes it only where its offset tables are small beside D (not for a
-    scale by a scalar, whose tables would list every element of D)."""
+    """The gathered plans of ``problem`` where the kernel serves it and its temporaries
+    fit ``budget`` (bytes; None: no bound): one by the kernel's widest build and one by
+    each of its narrower builds worth timing (small_k.narrower_builds), or none. A
+    product that sums nothing (K = 1) takes them only where its offset tables are small
+    beside D (not for a scale by a scalar, whose tables would list every element of D)."""
     module = kernels.load("small_k", "small-K products run on BLAS")
     if module is None:
         return []
@@ -56,7 +57,8 @@ def gathered_plans(
     d_bytes = math.prod(problem.d.extents) * np.dtype(problem.d.dtype).itemsize
     if k == 1 and plan.table_bytes > d_bytes // 4:  # a product by a scalar or a short vector
         return []
-    return [plan]
+    return [plan, *(GatheredPlan(problem, groups, fallback, module, build)
+                    for build in module.narrower_builds())]
 
 
 @dataclass(frozen=True)
@@ -99,18 +101,19 @@ def _groups(problem: ContractionProblem) -> Groups | None:
 
 
 class GatheredPlan(PlanDefaults):
-    """D = alpha * A * B by the small-K kernel on the operands where they lie; a call
-    with beta != 0, a complex alpha or a stride of a fraction of an element runs
+    """D = alpha * A * B by the small-K kernel on the operands where they lie, by its
+    widest build or the narrower one ``build`` names (route "small-k-avx2:gathered"); a
+    call with beta != 0, a complex alpha or a stride of a fraction of an element runs
     ``fallback`` (a lowering's plan)."""
-
-    route = "small-k:gathered"
 
     def __init__(
         self, problem: ContractionProblem, groups: Groups,
-        fallback: CpuContractionPlan, kernel: Any,
+        fallback: CpuContractionPlan, kernel: Any, build: str | None = None,
     ) -> None:
         self.problem = problem
+        self.route = f"small-k-{build}:gathered" if build else "small-k:gathered"
         self._kernel = kernel
+        self._build = build
         self._groups = groups
         self._fallback = fallback
         d = problem.d
@@ -136,7 +139,7 @@ class GatheredPlan(PlanDefaults):
             f"the small-K kernel (K = {k}) reads {operands} where they lie "
             f"({_labels('rows', groups.rows)}, {_labels('columns', groups.cols)} gathered "
             f"into its panels, {_labels('batch', groups.batch)}) and writes D in place: "
-            "no copies"
+            "no copies" + (f"; its {build.upper()} build" if build else "")
         )
 
     def __repr__(self) -> str:
@@ -154,7 +157,8 @@ class GatheredPlan(PlanDefaults):
         if tables is None or scalars.beta != 0 or np.imag(alpha) != 0:
             self._fallback.execute(inputs, d, scalars, c)
             return
-        self._kernel.gathered(a, b, d, self._counts, tables, float(np.real(alpha)))
+        self._kernel.gathered(a, b, d, self._counts, tables, float(np.real(alpha)),
+                              self._build)
 
     def _offsets(self, a: Any, b: Any, d: Any) -> np.ndarray | None:
         """The kernel's offset tables for these arrays, from each one's lowest address

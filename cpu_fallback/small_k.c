@@ -222,7 +222,7 @@ PyDoc_STRVAR(gathered_doc,
 "a[a_batch[t] + a_rows[i] + a_k[p]] * b[b_batch[t] + b_k[p] + b_cols[j]] for i < m,\n"
 "j < n, p < k (k >= 1): offsets in elements, an int64 buffer holding a_rows and\n"
 "d_rows (m each), b_cols and d_cols (n each), a_k and b_k (k each), a_batch, b_batch\n"
-"and d_batch (batches each), in that order. type 'f4' or 'f8'; threads as gemm's.");
+"and d_batch (batches each), in that order. type and threads as gemm's.");
 
 static PyObject *gathered(PyObject *self, PyObject *args)
 {

@@ -90,11 +90,12 @@ def gemm(a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha: complex,
 
 def gathered(
     a: np.ndarray, b: np.ndarray, d: np.ndarray, counts: tuple[int, int, int, int],
-    offsets: np.ndarray, alpha: float,
+    offsets: np.ndarray, alpha: float, build: str | None = None,
 ) -> None:
     """For each batch t, ``D[i, j] = alpha * sum_p A[i, p] * B[p, j]``, every element
     found by the offset tables (see ``_small_k.gathered``): operands of any layout,
-    read and written where they lie.
+    read and written where they lie, by the widest build or the one ``build`` names
+    (as :func:`gemm`'s).
 
     Args:
         a, b, d: The operands (one served dtype; ``d`` writable), any strides.
@@ -105,10 +106,11 @@ def gathered(
         alpha: A real scale.
     """
     a_mem, b_mem, d_mem = _memory(a)[0], _memory(b)[0], _memory(d, writeable=True)[0]
+    name = _TYPES[d.dtype] + (":" + build if build else "")
     m, n, k, batches = counts
     threads = 0 if openmp.forked() else int(_small_k.max_threads())
     with openmp.LOCK:
-        _small_k.gathered(a_mem, b_mem, d_mem, _TYPES[d.dtype], m, n, k, batches, offsets,
+        _small_k.gathered(a_mem, b_mem, d_mem, name, m, n, k, batches, offsets,
                           alpha, threads)
 
 

@@ -28,14 +28,23 @@ pytestmark = pytest.mark.skipif(not kernels.built("_small_k"),
 TOLERANCE = {np.float64: 1e-12, np.float32: 2e-5}
 
 
+def _small_k():
+    """cpu_fallback.small_k, imported by the tests that run (where the kernel was built)."""
+    from cpu_fallback import small_k
+    return small_k
+
+
 def _problem(subscripts: str, *operands: np.ndarray):
     return gpu_tc.prepare(subscripts, *operands)._plan.program.final
 
 
-def _plan(problem, budget=None) -> GatheredPlan:
+def _plan(problem, budget=None, build=None) -> GatheredPlan:
+    """The gathered plan by the kernel's widest build, or the narrower one ``build``
+    names (the plans come widest first, then one for each narrower build)."""
     plans = gathered_plans(problem, CpuContractionPlan(problem), budget)
-    assert len(plans) == 1
-    return plans[0]
+    builds = (None, *_small_k().narrower_builds())
+    assert len(plans) == len(builds)
+    return plans[builds.index(build)]
 
 
 def _c_order_problem(subscripts: str, shapes, dtype) -> ContractionProblem:
@@ -106,6 +115,27 @@ def test_the_result_is_the_references(rng, subscripts, sizes, dtype):
     d = _d_like(problem.d, dtype)
     plan.execute(tuple(operands), d, Scalars(alpha=2.0), None)
     _assert_close(d, _expected(subscripts, operands, 2.0), 64)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("subscripts, sizes", CASES)
+def test_a_narrower_build_writes_the_widest_builds_bits(rng, subscripts, sizes, dtype):
+    """Plans time the kernel's narrower build on the gathered route too (route
+    "small-k-avx2:gathered"); each element sums its terms in the same order, so it
+    writes the widest build's bits, and the reference's values."""
+    if not _small_k().narrower_builds():
+        pytest.skip(f"the small-K kernel runs its {_small_k().isa()} build here and names no "
+                    "other")
+    terms = subscripts.split("->")[0].split(",")
+    operands = [rng.standard_normal([sizes[x] for x in t]).astype(dtype) for t in terms]
+    problem = _c_order_problem(subscripts, [x.shape for x in operands], dtype)
+    widest, narrower = _plan(problem), _plan(problem, build="avx2")
+    assert narrower.route == "small-k-avx2:gathered" and narrower.reason.endswith("its AVX2 build")
+    d_widest, d_narrower = _d_like(problem.d, dtype), _d_like(problem.d, dtype)
+    widest.execute(tuple(operands), d_widest, Scalars(alpha=-0.5), None)
+    narrower.execute(tuple(operands), d_narrower, Scalars(alpha=-0.5), None)
+    assert np.array_equal(d_widest, d_narrower)
+    _assert_close(d_narrower, _expected(subscripts, operands, -0.5), 64)
 
 
 @pytest.mark.parametrize("view", ["reversed", "strided", "fortran"])
