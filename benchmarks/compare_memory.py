@@ -39,6 +39,7 @@ from gpu_tc.bench import environment, memory
 from gpu_tc.bench.cli_args import parse_case_ids
 from gpu_tc.bench.memory_probe import WARM_CALLS
 from gpu_tc.bench.suites import cases
+from gpu_tc.host import cpu_name
 
 MIB = 1 << 20
 
@@ -169,7 +170,7 @@ def main() -> None:
         "dtype": args.dtype,
         "command": "python benchmarks/compare_memory.py " + " ".join(sys.argv[1:]),
         "commit": _commit(),
-        "host": f"{environment.cpu_name()} ({os.cpu_count()} cores), "
+        "host": f"{cpu_name()} ({os.cpu_count()} cores), "
                 + environment.blas()["text"] + f", NumPy {np.__version__}",
     }
     if args.memory:

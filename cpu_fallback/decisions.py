@@ -25,8 +25,7 @@ from typing import Any
 import numpy as np
 
 from gpu_tc import disk_cache
-from gpu_tc.bench import blas_env
-from gpu_tc.bench.cpu_model import cpu_name
+from gpu_tc.host import blas_variables, cpu_name
 
 
 def recall(key: str, names: Sequence[str]) -> dict[str, Any] | None:
@@ -83,7 +82,7 @@ def host() -> dict[str, Any]:
         else os.cpu_count(),
         "numpy": np.__version__,
         "blas": _blas(),
-        "overrides": blas_env.variables(),
+        "overrides": blas_variables(),
     }
 
 

@@ -87,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _info(args: argparse.Namespace, argv: list[str]) -> int:
     from .bench import blas_env, environment
     from .cache import plan_cache
+    from .host import cpu_name
 
     found = blas_env.inspect()
     host = environment.host(found)
@@ -110,7 +111,7 @@ def _info(args: argparse.Namespace, argv: list[str]) -> int:
     else:
         print(f"  gpu: unavailable: {gpu.reason}")
     print("Devices:")
-    print(f"  cpu: {environment.cpu_name()}, {host['cpu_count']} logical cores")
+    print(f"  cpu: {cpu_name()}, {host['cpu_count']} logical cores")
     for device in gpu.devices:
         print(f"  gpu {device}")
     stats = plan_cache().stats()

@@ -114,3 +114,23 @@ def test_the_core_imports_no_cuda_package():
                           timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "clean"
+
+
+def test_running_on_the_cpu_imports_no_benchmark_tooling():
+    """gpu_tc.bench (peers, reports, subprocess probes) is the gpu-tc command's; the CPU
+    backend, its measured plans and their saved decisions (keyed by gpu_tc.host) load
+    none of it."""
+    script = textwrap.dedent(
+        """
+        import sys
+        import numpy as np
+        import gpu_tc
+        a = np.ones((64, 64, 64))
+        gpu_tc.einsum("abc,cd->abd", a, a[0])
+        print(sorted(m for m in sys.modules if m.startswith("gpu_tc.bench")))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

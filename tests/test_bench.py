@@ -33,6 +33,7 @@ from gpu_tc.bench import (
 )
 from gpu_tc.bench.peers import PEERS, Peer, Runner
 from gpu_tc.bench.settings import Settings
+from gpu_tc.host import blas_variables
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = Settings(quick=True, repeat=2, min_run_time=0.0, settle=0.0)
@@ -213,7 +214,7 @@ def test_run_records_mismatches_errors_and_ratios():
         own, peer = case["results"]["gpu_tc"], case["results"]["numpy"]
         assert case["ratio_best_of_runs"] == pytest.approx(peer["best"] / own["best"])
     assert doc["scale"] == 1.0 and doc["settings"]["scale"] == 1.0
-    assert doc["environment"]["blas_variables"] == blas_env.variables()
+    assert doc["environment"]["blas_variables"] == blas_variables()
     assert doc["environment"]["heap"] == heap.pin()  # the run pinned the thresholds
     assert f"C heap: {heap.pin()}." in report.markdown(doc)
     assert doc["warnings"] == blas_env.inspect().warnings

@@ -18,6 +18,7 @@ import pytest
 
 from gpu_tc.bench import blas_env, environment, report
 from gpu_tc.bench.blas_env import Probe
+from gpu_tc.host import blas_variables, cpu_name
 
 OPENBLAS = "/opt/lib/libopenblas.so"
 
@@ -32,7 +33,7 @@ def _pool(architecture: str | None, threads: int = 4, api: str = "openblas",
 @pytest.fixture
 def clean_env(monkeypatch):
     """No BLAS or threading variable set (the host's own ones are put back afterwards)."""
-    for name in blas_env.variables():
+    for name in blas_variables():
         monkeypatch.delenv(name)
     return monkeypatch
 
@@ -48,12 +49,12 @@ def test_variables_keep_every_blas_and_threading_override(clean_env):
                         ("NUMEXPR_NUM_THREADS", "4"), ("OPENBLASX", "no"), ("MY_OMP_X", "no"),
                         ("KMP_DUPLICATE_LIB_OK", "True"), ("NVPL_BLAS_VERBOSE", "1")]:
         clean_env.setenv(name, value)
-    assert blas_env.variables() == {
+    assert blas_variables() == {
         "BLIS_ARCH_TYPE": "zen", "GOTO_NUM_THREADS": "2", "KMP_AFFINITY": "compact",
         "MKL_CBWR": "AVX2", "NUMEXPR_NUM_THREADS": "4", "NVPL_BLAS_VERBOSE": "1",
         "OMP_NUM_THREADS": "1", "OPENBLAS_CORETYPE": "Haswell", "VECLIB_MAXIMUM_THREADS": "3",
     }
-    assert [n for n in blas_env.variables() if blas_env.is_thread_variable(n)] == [
+    assert [n for n in blas_variables() if blas_env.is_thread_variable(n)] == [
         "GOTO_NUM_THREADS", "NUMEXPR_NUM_THREADS", "OMP_NUM_THREADS", "VECLIB_MAXIMUM_THREADS"]
 
 
@@ -172,7 +173,7 @@ def test_the_report_records_and_shows_the_blas_and_its_warnings(clean_env, tmp_p
     env = doc["environment"]
     assert env["blas"]["architecture"] == "Haswell" and env["blas"]["threads"] == 2
     assert env["blas_variables"] == {"OMP_NUM_THREADS": "2", "OPENBLAS_CORETYPE": "Haswell"}
-    assert env["cpu"] == environment.cpu_name() and env["cpu"]
+    assert env["cpu"] == cpu_name() and env["cpu"]
     text = report.markdown(doc)
     warning = "OPENBLAS_CORETYPE=Haswell forces kernel Haswell; without it OpenBLAS picks SkylakeX"
     assert ("BLAS: OpenBLAS 0.3.27, kernel Haswell, 2 threads (pthreads); BLAS and threading "

@@ -23,7 +23,7 @@ from cpu_fallback import decisions, measure
 from cpu_fallback.measure import SAMPLES, Choice
 from cpu_fallback.pacing import RECHECK_FIRST, RECHECK_GROWTH
 from gpu_tc import CacheWarning, disk_cache
-from gpu_tc.bench import blas_env
+from gpu_tc.host import blas_variables
 from gpu_tc.version import __version__
 
 KEY = "test problem"
@@ -186,7 +186,7 @@ def test_records_are_kept_per_host_and_the_host_is_described(cache, monkeypatch)
     described = json.loads(host_file.read_text())
     assert described == json.loads(json.dumps(decisions.host()))
     assert described["cores"] >= 1 and described["numpy"] == np.__version__
-    assert described["overrides"] == blas_env.variables()  # the report's own list
+    assert described["overrides"] == blas_variables()  # the report's own list
     # A BLAS override changes the host: its decisions are not this host's.
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")
     decisions.host.cache_clear()

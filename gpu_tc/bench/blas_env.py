@@ -22,12 +22,8 @@ from typing import Any
 
 import numpy as np
 
-# Every variable named so, or listed in NAMES, can override BLAS or threading (NVPL_:
-# NVIDIA's BLAS on Grace hosts, listed wherever it is set, as the others are).
-PREFIXES = ("OPENBLAS_", "GOTO_", "MKL_", "OMP_", "BLIS_", "KMP_", "NVPL_")
-NAMES = ("VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
-# Not an override: it lets two OpenMP runtimes load, and threadpoolctl sets it on import.
-IGNORED = ("KMP_DUPLICATE_LIB_OK",)
+from gpu_tc.host import blas_variables
+
 # The ones among them that choose the kernel (instruction set, core type), not threads.
 KERNEL_VARIABLES = ("OPENBLAS_CORETYPE", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS",
                     "MKL_DEBUG_CPU_TYPE", "BLIS_ARCH_TYPE")
@@ -70,18 +66,6 @@ class Probe:
 
     pools: tuple[dict[str, Any], ...] = ()
     error: str = ""
-
-
-def variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The variables of ``environ`` (default: ``os.environ``) that can override BLAS.
-
-    Example:
-        >>> variables({"OMP_NUM_THREADS": "1", "HOME": "/root", "MKL_CBWR": "AVX2"})
-        {'MKL_CBWR': 'AVX2', 'OMP_NUM_THREADS': '1'}
-    """
-    environ = os.environ if environ is None else environ
-    return {k: environ[k] for k in sorted(environ)
-            if (k.startswith(PREFIXES) or k in NAMES) and k not in IGNORED}
 
 
 def is_thread_variable(name: str) -> bool:
@@ -185,7 +169,7 @@ def inspect(environ: Mapping[str, str] | None = None,
         cpu_count: The host's CPUs (default: ``os.cpu_count()``).
     """
     environ = os.environ if environ is None else environ
-    found = variables(environ)
+    found = blas_variables(environ)
     blas, pools = loaded()
     kernel = {k: v for k, v in found.items() if k in KERNEL_VARIABLES}
     warnings = []

@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from gpu_tc.host import cpu_name
+
 from . import blas_env
-from .cpu_model import cpu_name
 
 
 @dataclass(frozen=True)
