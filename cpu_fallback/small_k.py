@@ -65,11 +65,9 @@ def gemm(a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha: complex,
         the work among OpenMP's threads (one launch at a time; on the calling thread in
         a forked child) and releases the GIL while it runs.
     """
-    name = _TYPES.get(d.dtype)
-    if name is None or not a.dtype == b.dtype == d.dtype or np.imag(alpha) != 0:
+    if d.dtype not in _TYPES or not a.dtype == b.dtype == d.dtype or np.imag(alpha) != 0:
         return False
-    if build is not None:
-        name += ":" + build
+    name = _kernel_type(d.dtype, build)
     if not serves(d.dtype, a.shape[1]):
         return False
     if d.shape[1] > 1 and d.strides[1] != d.itemsize:
@@ -106,12 +104,18 @@ def gathered(
         alpha: A real scale.
     """
     a_mem, b_mem, d_mem = _memory(a)[0], _memory(b)[0], _memory(d, writeable=True)[0]
-    name = _TYPES[d.dtype] + (":" + build if build else "")
+    name = _kernel_type(d.dtype, build)
     m, n, k, batches = counts
     threads = 0 if openmp.forked() else int(_small_k.max_threads())
     with openmp.LOCK:
         _small_k.gathered(a_mem, b_mem, d_mem, name, m, n, k, batches, offsets,
                           alpha, threads)
+
+
+def _kernel_type(dtype: np.dtype, build: str | None) -> str:
+    """The kernel's type for ``dtype`` ('f4', 'f8'), ':avx2' added where ``build`` names
+    that narrower build."""
+    return _TYPES[dtype] + (f":{build}" if build else "")
 
 
 def _elements(x: np.ndarray) -> tuple[int, int]:
