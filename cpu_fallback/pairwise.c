@@ -95,7 +95,7 @@ static int rows(PiecesFn pieces, void (*combine)(void *, const Program *, void *
 }
 
 /* Whether every piece of every row lies inside the buffers, the program's entries are
- * in order, its lengths not negative and every one past BLOCK a run (128 x 2^k). */
+ * in order, its lengths not negative and every one past BLOCK a run (run_leaves). */
 static int program_in_bounds(const Program *p, int64_t n_entries, int64_t src_len,
                              int64_t dst_len)
 {
@@ -111,9 +111,9 @@ static int program_in_bounds(const Program *p, int64_t n_entries, int64_t src_le
         if (p->entries[piece + 1] < p->entries[piece])
             return 0;
         for (int64_t e = p->entries[piece]; e < p->entries[piece + 1]; e++) {
-            const int64_t n = p->lengths[e], blocks = n / BLOCK;
-            if (n < 0 || p->adds[e] < 0 ||
-                (n > BLOCK && (n % BLOCK != 0 || (blocks & (blocks - 1)) != 0)))
+            const int64_t n = p->lengths[e];
+            int64_t leaf;
+            if (n < 0 || p->adds[e] < 0 || (n > BLOCK && run_leaves(n, &leaf) == 0))
                 return 0;
             span += n;
             if (span > src_len) /* no piece is longer than the source (nor can span wrap) */
@@ -191,7 +191,7 @@ static PyObject *pairwise(PyObject *self, PyObject *args)
     if (!program_in_bounds(&p, n_entries, src_len, dst_len)) {
         PyErr_SetString(PyExc_ValueError,
                         "the row program reaches outside the buffers, or holds a block of more "
-                        "than 128 elements that is not a run of 128 x 2^k");
+                        "than 128 elements that is not a run (2^k leaves of 72-128 elements)");
         goto done;
     }
     const int64_t tasks = p.rows * p.pieces;

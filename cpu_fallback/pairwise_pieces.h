@@ -100,6 +100,18 @@ DEFINE_VECTOR_BLOCK(f8_avx2_block, f8, double, int64_t, ISA_AVX2)
 DEFINE_VECTOR_BLOCK(f4_avx2_block, f4, float, int32_t, ISA_AVX2)
 #endif
 
+/* The leaves of a run of n elements, or 0 where n is none: NumPy's recursion halves a run
+ * exactly, level by level, into 2^k leaves (k >= 1) of one length, *leaf, a multiple of
+ * 8 of at most BLOCK (128 x 2^k, or 96 x 2^k, ...). */
+static inline int64_t run_leaves(int64_t n, int64_t *leaf)
+{
+    int64_t leaves = 1;
+    while (n / leaves > BLOCK)
+        leaves *= 2;
+    *leaf = n / leaves;
+    return leaves > 1 && n % leaves == 0 && *leaf % 8 == 0 ? leaves : 0;
+}
+
 /* Ask for the lines AHEAD_BYTES past the `bytes` from s into L2 (a constant `bytes`: the
  * requests unrolled). */
 static inline __attribute__((always_inline)) void ask_ahead(const void *s, int64_t bytes)
@@ -129,27 +141,27 @@ static inline void ask_for_piece(const char *src, const Program *p, int64_t task
  * contiguous blocks summed by CONTIGUOUS (a whole block's loop unrolled): each the row's
  * sum when a row is one piece, else partials[task]. 1 if a program overflows STACK. */
 #define DEFINE_PIECES(NAME, T, TYPE, ISA, CONTIGUOUS)                                      \
-    /* One full block from s on, its elements `step` apart (`ahead`: see Program). */     \
-    static inline __attribute__((always_inline)) ISA TYPE NAME##_full(const TYPE *s,      \
-                                                                      int64_t step,       \
-                                                                      int ahead)          \
+    /* One leaf of n <= BLOCK elements from s on, `step` apart (`ahead`: see Program). */  \
+    static inline __attribute__((always_inline)) ISA TYPE NAME##_leaf(                     \
+        const TYPE *s, int64_t n, int64_t step, int ahead)                                 \
     {                                                                                      \
         if (step != 1)                                                                     \
-            return block_##T(s, BLOCK, step);                                              \
+            return block_##T(s, n, step);                                                  \
         if (ahead)                                                                         \
-            ask_ahead(s, BLOCK * sizeof(TYPE));                                            \
-        return CONTIGUOUS(s, BLOCK);                                                       \
+            ask_ahead(s, n * (int64_t)sizeof(TYPE));                                       \
+        return CONTIGUOUS(s, n);                                                           \
     }                                                                                      \
                                                                                            \
-    /* A run of `blocks` full blocks (a power of two) from s on: NumPy's recursion over    \
-     * it, a perfect tree, its partial sums held from `stack` up (after block i,           \
-     * ctz(i + 1) additions; the last one leaves the run's sum). */                        \
+    /* A run of `leaves` leaves (a power of two) of `leaf` elements each from s on:        \
+     * NumPy's recursion over it, a perfect tree, its partial sums held from `stack` up    \
+     * (after leaf i, ctz(i + 1) additions; the last one leaves the run's sum). Called     \
+     * with leaf BLOCK, a constant, the full blocks' loop is unrolled. */                  \
     static inline __attribute__((always_inline)) ISA TYPE NAME##_run(                      \
-        const TYPE *s, int64_t blocks, int64_t step, int ahead, TYPE *stack)               \
+        const TYPE *s, int64_t leaves, int64_t leaf, int64_t step, int ahead, TYPE *stack) \
     {                                                                                      \
         int64_t top = 0;                                                                   \
-        for (int64_t i = 0; i < blocks; i++, s += BLOCK * step) {                          \
-            TYPE sum = NAME##_full(s, step, ahead);                                        \
+        for (int64_t i = 0; i < leaves; i++, s += leaf * step) {                           \
+            TYPE sum = NAME##_leaf(s, leaf, step, ahead);                                  \
             for (int a = __builtin_ctzll((uint64_t)i + 1); a > 0; a--)                     \
                 sum = stack[--top] + sum;                                                  \
             stack[top++] = sum;                                                            \
@@ -174,14 +186,16 @@ static inline void ask_for_piece(const char *src, const Program *p, int64_t task
                 return 1;                                                                  \
             TYPE block;                                                                    \
             if (n == BLOCK) {                                                              \
-                block = NAME##_full(s, step, ahead);                                       \
+                block = NAME##_leaf(s, BLOCK, step, ahead);                                \
             } else if (n > BLOCK) { /* a run, as program_in_bounds checked */             \
-                const int64_t blocks = n / BLOCK;                                          \
-                /* a run holds ctz(blocks) partial sums; one slot kept spare, as the        \
-                 * blocks one by one would */                                              \
-                if (top + __builtin_ctzll((uint64_t)blocks) >= STACK)                      \
+                int64_t leaf;                                                              \
+                const int64_t leaves = run_leaves(n, &leaf);                               \
+                /* a run holds ctz(leaves) partial sums; one slot kept spare, as the        \
+                 * leaves one by one would */                                              \
+                if (top + __builtin_ctzll((uint64_t)leaves) >= STACK)                      \
                     return 1;                                                              \
-                block = NAME##_run(s, blocks, step, ahead, stack + top);                   \
+                block = leaf == BLOCK ? NAME##_run(s, leaves, BLOCK, step, ahead, stack + top) \
+                                      : NAME##_run(s, leaves, leaf, step, ahead, stack + top); \
             } else {                                                                       \
                 block = step != 1 ? block_##T(s, n, step) : CONTIGUOUS(s, n);              \
             }                                                                              \

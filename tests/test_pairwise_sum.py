@@ -110,15 +110,47 @@ def test_the_leaf_program_spells_out_numpys_recursion():
     assert program.offsets.tolist() == [0, 1000, 1100]
 
 
-def test_a_stretch_of_128_times_a_power_of_two_is_one_run():
-    """Its recursion halves it into full blocks all the way down: one entry, which the
-    kernel sums without tables; 3 x 128 is not a run (nor are its halves)."""
-    assert [is_run(n) for n in (128, 256, 384, 1 << 21, (1 << 21) + 8)] == [
-        False, True, False, True, False]
+def test_a_stretch_halved_into_equal_leaves_is_one_run():
+    """128 x 2^k, or 96 x 2^k (any multiple of 8 from 72 to 128 times 2^k): the recursion
+    halves it exactly into equal leaves all the way down, one entry, which the kernel sums
+    without tables; 200 is not (NumPy halves it into 96 + 104), nor 8 past 2^21."""
+    assert [is_run(n) for n in (128, 256, 384, 1 << 21, (1 << 21) + 8, 200, 144, 3 << 18)] == [
+        False, True, True, True, False, False, True, True]
     program = leaf_program(cuts(1 << 24, 8))
     assert program.lengths.tolist() == [1 << 21] * 8 and program.adds.tolist() == [0] * 8
-    program = leaf_program(np.array([384]))
-    assert program.lengths.tolist() == [96] * 4 and program.adds.tolist() == [0, 1, 0, 2]
+    program = leaf_program(np.array([384, 200]))
+    assert program.lengths.tolist() == [384, 96, 104]
+    assert program.adds.tolist() == [0, 0, 1]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("leaf", range(72, 129, 8))
+def test_runs_of_every_leaf_length_give_numpys_bits(monkeypatch, dtype, leaf):
+    """Rows of leaf x 2^k elements, one run each (and cut into pieces, runs of half),
+    against NumPy's own reduction, bit for bit; asked ahead and not."""
+    from cpu_fallback import caches, pairwise_kernel
+
+    rng = np.random.default_rng(leaf)
+    length = leaf << 6
+    assert is_run(length)
+    x = (rng.standard_normal((3, length)) * 10.0 ** rng.uniform(-6, 6, (3, length))).astype(dtype)
+    expected = np.add.reduce(x, axis=1)
+    layout = RowLayout(np.arange(3) * length, np.arange(3), length, 0, 0)
+    for pieces, parallel, cache in ((1, False, 1 << 40), (4, True, 1024)):
+        program = leaf_program(cuts(length, pieces))
+        assert program.lengths.tolist() == [length // pieces] * pieces
+        monkeypatch.setattr(caches, "last_level_bytes", lambda cache=cache: cache)
+        assert pairwise_kernel.asks_ahead(layout, x.dtype) == (cache == 1024)
+        d = np.full(3, np.nan, dtype)
+        pairwise_kernel.run(x, d, layout, program, parallel=parallel)
+        assert d.tobytes() == expected.tobytes()
+    # the same rows' elements 3 apart (each element followed by two others)
+    spread = np.zeros((3, length, 3), dtype)
+    spread[:, :, 0] = x
+    strided = RowLayout(np.arange(3) * length * 3, np.arange(3), length, 0, 0, 3)
+    d = np.full(3, np.nan, dtype)
+    pairwise_kernel.run(spread, d, strided, leaf_program(cuts(length, 2)), parallel=True)
+    assert d.tobytes() == expected.tobytes()
 
 
 @pytest.mark.parametrize("n", [1, 129, 1000, 1_000_003, 1 << 21])
@@ -465,11 +497,12 @@ def test_the_kernel_refuses_a_program_that_does_not_fit():
     _refusal(layout, deeper, "overflows its stack")
     three = LeafProgram(program.offsets[:3], program.lengths, program.adds, program.entries[:4])
     _refusal(layout, three, "power-of-two")
-    # 384 = 3 x 128 is no run; a run of 4 blocks holds 2 partial sums above the 62, and
-    # like the blocks one by one the kernel keeps one slot spare: refused
+    # 200 is no run (NumPy halves it into 96 + 104); a run of 4 blocks holds 2 partial
+    # sums above the 62, and like the blocks one by one the kernel keeps one slot spare:
+    # refused
     one = np.zeros(1, np.int64)
-    not_a_run = LeafProgram(one, np.array([384]), one, np.array([0, 1]))
-    _refusal(layout, not_a_run, "not a run of 128 x 2")
+    not_a_run = LeafProgram(one, np.array([200]), one, np.array([0, 1]))
+    _refusal(layout, not_a_run, "not a run")
     high = LeafProgram(one, np.array([1] * 62 + [512]), np.zeros(63, np.int64),
                        np.array([0, 63]))
     _refusal(layout, high, "overflows its stack")
