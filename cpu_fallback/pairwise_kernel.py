@@ -68,9 +68,19 @@ def bound(layout: RowLayout, program: LeafProgram, dtype: np.dtype,
     return call
 
 
+# The kernel asks ahead for rows of more than this many times the largest cache's bytes.
+# Past it the lines come from memory; below it a share of them is still in the cache,
+# and asking for those only costs: whole sums on the 2-core EPYC (32 MiB L3, asks on
+# against off, alternated in one process, stop79-probes/ahead_sizes.py.txt) took 1.16-1.47x
+# (float64) and 1.60-1.86x (float32) the time at 48 MiB, 0.98-1.07x and 1.02-1.08x at
+# 64, 0.94-0.99x and 0.97-1.00x at 96, 0.75-0.91x and 0.97-1.00x at 128.
+AHEAD_FROM_CACHES = 2
+
+
 def asks_ahead(layout: RowLayout, dtype: np.dtype) -> bool:
     """Whether the kernel asks contiguous rows' lines into L2 ahead of reading them: where
-    the rows hold more bytes than the largest cache, so that they come from memory
-    (asking lines the caches hold only costs; see pairwise.c's AHEAD_BYTES)."""
+    the rows hold more than AHEAD_FROM_CACHES times the largest cache's bytes, so that
+    they come from memory (asking lines the caches hold only costs; see pairwise.c's
+    AHEAD_BYTES)."""
     size = layout.row_src.size * layout.length * np.dtype(dtype).itemsize
-    return layout.step == 1 and size > caches.last_level_bytes()
+    return layout.step == 1 and size > AHEAD_FROM_CACHES * caches.last_level_bytes()

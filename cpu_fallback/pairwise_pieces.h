@@ -13,7 +13,8 @@
 /* The longest block of NumPy's recursion (its PW_BLOCKSIZE): most blocks are this long. */
 #define BLOCK 128
 /* How far ahead of a contiguous block its lines are asked into L2, where the sum is
- * larger than the last-level cache (Program.ahead). The hardware's own prefetch fell
+ * larger than twice the last-level cache (Program.ahead, pairwise_kernel.asks_ahead). The
+ * hardware's own prefetch fell
  * behind from memory right after an idle spell: the whole sum of a 4096^2 float64 array
  * (8 pieces, 2 threads) in the benchmark's rounds (a 0.15 s pause, then a run of calls)
  * took 3.4-4.3 ms a call without, 3.2-3.5 asked 2 KiB ahead, back to back 2.7-3.2 either

@@ -1,4 +1,4 @@
-"""The pairwise sums ask memory ahead only for sums larger than the largest cache
+"""The pairwise sums ask memory ahead only for sums larger than twice the largest cache
 (cpu_fallback.caches, pairwise_kernel.asks_ahead), and either way keep NumPy's bits."""
 
 from __future__ import annotations
@@ -45,16 +45,17 @@ def _rows(rows: int, length: int, step: int = 1) -> RowLayout:
     return RowLayout(np.arange(rows) * length * step, np.arange(rows), length, 0, 0, step)
 
 
-def test_only_contiguous_rows_past_the_largest_cache_ask_ahead(monkeypatch):
+def test_only_contiguous_rows_past_twice_the_largest_cache_ask_ahead(monkeypatch):
     from cpu_fallback import pairwise_kernel
 
     monkeypatch.setattr(caches, "last_level_bytes", lambda: 1 << 20)
     f8, f4 = np.dtype("float64"), np.dtype("float32")
-    assert not pairwise_kernel.asks_ahead(_rows(4, 32768), f8)  # exactly 1 MiB
-    assert pairwise_kernel.asks_ahead(_rows(4, 32769), f8)
-    assert not pairwise_kernel.asks_ahead(_rows(4, 32769), f4)  # half the bytes
-    assert pairwise_kernel.asks_ahead(_rows(1, 1 << 18 | 8), f4)
-    assert not pairwise_kernel.asks_ahead(_rows(4, 32769, step=3), f8)  # a diagonal
+    assert not pairwise_kernel.asks_ahead(_rows(4, 32769), f8)  # past 1 MiB: still cached
+    assert not pairwise_kernel.asks_ahead(_rows(4, 65536), f8)  # exactly 2 MiB
+    assert pairwise_kernel.asks_ahead(_rows(4, 65537), f8)
+    assert not pairwise_kernel.asks_ahead(_rows(4, 65537), f4)  # half the bytes
+    assert pairwise_kernel.asks_ahead(_rows(1, 1 << 19 | 8), f4)
+    assert not pairwise_kernel.asks_ahead(_rows(4, 65537, step=3), f8)  # a diagonal
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
