@@ -149,7 +149,7 @@ def is_run(n: int) -> bool:
     level, into 2^k leaves (k >= 1) of one length, a multiple of 8 of at most 128
     (128 x 2^k, 96 x 2^k, ...: L x 2^k for L in 72, 80, ..., 128)."""
     leaves = 1
-    while n > BLOCK * leaves:
+    while n // leaves > BLOCK:  # as the kernel's run_leaves (pairwise_pieces.h) counts
         leaves *= 2
     leaf, remainder = divmod(n, leaves)
     return leaves > 1 and remainder == 0 and leaf % 8 == 0
