@@ -95,7 +95,7 @@ def test_probe_process_answers_one_line(monkeypatch, capsys):
     found = memory.parse(line, "", 0)
     assert found.peak_extra_bytes is None
     assert found.reason == ("ValueError: unknown implementation 'no-such-peer' "
-                            "(not gpu_tc nor a peer of PEERS)")
+                            "(not gpu_tc nor a peer of PEERS, nor a twin of one)")
     assert memory_probe.implementation("gpu_tc") is peers.GPU_TC
     assert memory_probe.implementation("numpy") is PEERS["numpy"]
 

@@ -30,6 +30,7 @@ class BenchRequest:
         resume: Keep the finished cases of an interrupted run into the same --output.
         scale: Every extent of the tccg cases times this (0.5: half extents).
         memory: Measure each implementation's peak extra memory on the tccg cases.
+        twin: A peer to time twice, as itself and as ``<peer>-twin``: the noise floor.
     """
 
     suites: tuple[str, ...]
@@ -43,6 +44,7 @@ class BenchRequest:
     resume: bool = False
     scale: float = 1.0
     memory: bool = True
+    twin: str | None = None
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,6 +75,11 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
                         "process per implementation, a cold then a warm call, and its peak "
                         "resident memory above the inputs, less the result, is reported; "
                         "Linux and --backend cpu only)")
+    parser.add_argument("--twin", metavar="PEER",
+                        help="also time a second, identical copy of PEER, named PEER-twin, in "
+                        "the same rounds: the report gives how far the two land apart per "
+                        "case, the noise floor of this host and run; the copy is never the "
+                        "best peer")
     parser.add_argument("--resume", action="store_true",
                         help="with --output: keep the cases an interrupted run of the same "
                         "suite, dtype, peers and settings finished, and run the rest")
@@ -150,6 +157,8 @@ def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> BenchR
             if PEERS[name].device != args.backend:
                 parser.error(f"peer {name!r} runs on the {PEERS[name].device}, "
                              f"not on --backend {args.backend}")
+    if args.twin is not None:
+        _check_twin(args.twin, args.backend, peers, parser)
     if args.resume and args.output is None:
         parser.error("--resume needs --output (the checkpoint lives there)")
     case_ids = None
@@ -170,4 +179,17 @@ def resolve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> BenchR
         resume=args.resume,
         scale=args.scale,
         memory=not args.no_memory,
+        twin=args.twin,
     )
+
+
+def _check_twin(name: str, backend: str, peers: list[str] | None,
+                parser: argparse.ArgumentParser) -> None:
+    """--twin names a peer of the backend, one of --peers when they are given."""
+    if name not in PEERS:
+        parser.error(f"--twin: unknown peer {name!r} (choose from {', '.join(PEERS)})")
+    if PEERS[name].device != backend:
+        parser.error(f"--twin: peer {name!r} runs on the {PEERS[name].device}, "
+                     f"not on --backend {backend}")
+    if peers is not None and name not in peers:
+        parser.error(f"--twin: peer {name!r} is not among --peers {','.join(peers)}")

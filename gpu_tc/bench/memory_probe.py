@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .memory import PREFIX, Footprint
-from .peers import GPU_TC, PEERS, Peer
+from .peers import GPU_TC, Peer, lookup
 from .settings import device
 from .suites import Case
 
@@ -66,16 +66,18 @@ def release_free_heap() -> None:
 
 
 def implementation(name: str) -> Peer:
-    """gpu_tc or the peer of that name.
+    """gpu_tc or the peer of that name (a twin's included).
 
     Raises:
         ValueError: no implementation has that name.
     """
     if name == GPU_TC.name:
         return GPU_TC
-    if name not in PEERS:
-        raise ValueError(f"unknown implementation {name!r} (not gpu_tc nor a peer of PEERS)")
-    return PEERS[name]
+    try:
+        return lookup(name)
+    except KeyError:
+        raise ValueError(f"unknown implementation {name!r} (not gpu_tc nor a peer of PEERS, "
+                         "nor a twin of one)") from None
 
 
 def probe(case: Case, peer: Peer, backend: str, warm: bool = False) -> Footprint:

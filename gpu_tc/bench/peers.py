@@ -10,6 +10,7 @@ permutation, so it is no copy to time) gives no runner for that kind.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 from collections.abc import Callable
@@ -60,6 +61,7 @@ class Peer:
         build: Makes the runner for a case and its operands.
         suites: The suites it joins by default (None: every suite).
         operands: The number of operands it takes (None: any).
+        twin_of: For a twin (see :func:`twin`), the peer it copies; None otherwise.
     """
 
     name: str
@@ -70,6 +72,7 @@ class Peer:
     build: Callable[[Case, list[Any]], Runner] = field(repr=False)
     suites: frozenset[str] | None = None
     operands: int | None = None
+    twin_of: str | None = None
 
     def missing(self) -> str | None:
         """Why the peer cannot run here, or None when its module is importable."""
@@ -279,6 +282,34 @@ PEERS: dict[str, Peer] = {
         Peer("torch-cuda", "torch.einsum on CUDA tensors", "gpu", "torch", ALL_KINDS, _torch_cuda),
     )
 }
+
+
+TWIN_SUFFIX = "-twin"
+
+
+def twin(name: str) -> Peer:
+    """A second, identical copy of peer ``name``, named ``<name>-twin``.
+
+    It calls exactly what the peer calls, so the difference between the two in one run
+    is the host's and the runner's: the noise floor (:mod:`gpu_tc.bench.noise`).
+
+    Raises:
+        KeyError: no peer has that name.
+    """
+    peer = PEERS[name]
+    return dataclasses.replace(peer, name=name + TWIN_SUFFIX, twin_of=name,
+                               title=f"{peer.title}: a second copy, timed in the same rounds")
+
+
+def lookup(name: str) -> Peer:
+    """The peer of that name, a twin's (``<peer>-twin``) included.
+
+    Raises:
+        KeyError: no peer, nor a twin of one, has that name.
+    """
+    if name.endswith(TWIN_SUFFIX) and name not in PEERS:
+        return twin(name.removesuffix(TWIN_SUFFIX))
+    return PEERS[name]
 
 
 def default_peers(backend: str, suite: str) -> list[str]:

@@ -5,6 +5,8 @@ A report is the plain dict :func:`gpu_tc.bench.runner.run` returns. Every ratio 
 metric. The best peer of a case is its fastest peer whose result matched gpu_tc's.
 Ratios come from each implementation's median run; the summary adds the best peer's
 ratio from each implementation's fastest run, so the spread of the runs shows there too.
+A twin (a second copy of a peer, :mod:`gpu_tc.bench.noise`) is never a best peer; the
+report gives its noise floor instead.
 A run that measured memory (:mod:`gpu_tc.bench.memory`) adds each implementation's peak
 extra memory: per case, and summed over the cases.
 """
@@ -17,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from . import memory
+from . import memory, noise
 from .suites import DTYPES, SUITES, Metric
 from .text import blas_line, engines_note, number, title, torch_blas_note, variables_line
 
@@ -48,16 +50,18 @@ def _seconds(case: dict[str, Any], name: str, key: str = "seconds") -> float | N
 def analyse(doc: dict[str, Any]) -> dict[str, Any]:
     """Add per-case ratios and best peer, and the run's ``summary``; returns ``doc``.
 
-    Peers that have no implementation for any case of the suite leave the report.
+    Peers that have no implementation for any case of the suite leave the report. A
+    twin is never the best peer.
     """
     own_name, *peers = doc["implementations"]
     peers = [p for p in peers if any(p in case["results"] for case in doc["cases"])]
     doc["implementations"] = [own_name, *peers]
+    twins = noise.twins(doc)
     for case in doc["cases"]:
         own = _seconds(case, own_name)
         timed = {p: s for p in peers if (s := _seconds(case, p))}
         case["ratios"] = {p: s / own for p, s in timed.items()} if own else {}
-        matched = [p for p in timed if not case["results"][p]["mismatch"]]
+        matched = [p for p in timed if not case["results"][p]["mismatch"] and p not in twins]
         best = min(matched, key=timed.__getitem__) if matched else None
         case["best_peer"] = best
         case["ratio_best"] = timed[best] / own if best and own else None
@@ -76,6 +80,10 @@ def analyse(doc: dict[str, Any]) -> dict[str, Any]:
         "geomean_ratio_best_of_runs": geomean(c["ratio_best_of_runs"] for c in cases),
         "cases_compared": len(compared),
         "cases_at_or_above_best": sum(r >= 1 for r in compared),
+        "cases_below_margin": [
+            {"case": c["id"], "peer": c["best_peer"], "ratio": c["ratio_best"]}
+            for c in cases if c["ratio_best"] is not None and c["ratio_best"] < noise.MARGIN
+        ],
         "mismatches": [
             {"case": c["id"], "peer": p, "rel_error": e["rel_error"]}
             for c in cases for p, e in c["results"].items() if e["mismatch"]
@@ -89,9 +97,12 @@ def analyse(doc: dict[str, Any]) -> dict[str, Any]:
         summary["fraction_of_ceiling"] = summary["geomean"][own_name] / doc["ceiling"]["value"]
     if any("memory" in case for case in cases):
         for case in cases:
-            case["least_memory_peer"] = memory.least_peer(case, peers)
+            case["least_memory_peer"] = memory.least_peer(
+                case, [p for p in peers if p not in twins])
         summary["memory"] = memory.totals(cases, doc["implementations"])
         summary["memory_failures"] = memory.failures(cases)
+    if twins:
+        summary["noise_floor"] = noise.floor(doc)
     doc["summary"] = summary
     return doc
 
@@ -205,6 +216,15 @@ def _memory_lines(doc: dict[str, Any]) -> list[str]:
             f"{_memory_sums(doc)}.", ""]
 
 
+def _below_text(summary: dict[str, Any]) -> str:
+    """The cases below ``noise.MARGIN`` x the best peer: "below 0.9x in 1: 13 (0.883x torch)"."""
+    below = summary.get("cases_below_margin")
+    if below is None:  # a report from before the count
+        return f"below {noise.MARGIN:g}x: not counted"
+    listed = ", ".join(f"{b['case']} ({number(b['ratio'])}x {b['peer']})" for b in below)
+    return f"below {noise.MARGIN:g}x in {len(below)}" + (f": {listed}" if listed else "")
+
+
 def _summary_lines(doc: dict[str, Any]) -> list[str]:
     summary = doc["summary"]
     unit = doc["metric"]["unit"]
@@ -217,13 +237,15 @@ def _summary_lines(doc: dict[str, Any]) -> list[str]:
         + ", ".join(f"{p} {number(r)}" for p, r in summary["geomean_ratio"].items())
         + f"; best peer per case {number(summary['geomean_ratio_best'])} "
         f"({summary['cases_at_or_above_best']}/{summary['cases_compared']} cases at or above "
-        "the best peer); from each implementation's fastest run instead of its median: "
+        f"the best peer; {_below_text(summary)}); from each implementation's fastest run "
+        "instead of its median: "
         f"{number(summary.get('geomean_ratio_best_of_runs'))}.",
         "",
     ]
     if "fraction_of_ceiling" in summary:
         lines += [f"gpu_tc geomean = {summary['fraction_of_ceiling']:.0%} of the ceiling.", ""]
     lines += _memory_lines(doc)
+    lines += noise.report_lines(doc)
     lines.append(
         "gpu_tc and the best peer: median (slowest-fastest of the timed runs). "
         f"(x): the result differs from gpu_tc's by more than {doc['tolerance']:g} "
@@ -300,7 +322,8 @@ def summary_markdown(docs: list[dict[str, Any]]) -> str:
     for doc in docs:
         names += [n for n in doc["implementations"] if n not in names]
     header = ["suite", "dtype", "backend", "unit", *names, "gpu_tc/best",
-              "gpu_tc/best (fastest runs)", "cases >= best", "mismatches"]
+              "gpu_tc/best (fastest runs)", "cases >= best", f"below {noise.MARGIN:g}x",
+              "mismatches"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for doc in docs:
         s = doc["summary"]
@@ -308,13 +331,16 @@ def summary_markdown(docs: list[dict[str, Any]]) -> str:
         row = [suite, doc["dtype"], doc["backend"], doc["metric"]["unit"]]
         row += [number(s["geomean"].get(n)) if n in s["geomean"] else "n/a" for n in names]
         row += [number(s["geomean_ratio_best"]), number(s.get("geomean_ratio_best_of_runs")),
-                f"{s['cases_at_or_above_best']}/{s['cases_compared']}", str(len(s["mismatches"]))]
+                f"{s['cases_at_or_above_best']}/{s['cases_compared']}",
+                str(len(s["cases_below_margin"])) if "cases_below_margin" in s else "-",
+                str(len(s["mismatches"]))]
         lines.append("| " + " | ".join(row) + " |")
     commands = sorted({doc["command"] for doc in docs if doc.get("command")})
     notes = ["", "Geomeans over the cases of each suite; gpu_tc/best: geomean of "
              "best-peer time / gpu_tc time (> 1: gpu_tc faster), from each implementation's "
              "median run, and (fastest runs) from its fastest run."]
     notes += _summary_memory_lines(docs)
+    notes += noise.summary_lines(docs)
     notes += ["", "Made by:", *[f"- `{c}`" for c in commands]] if commands else []
     return "\n".join(lines + notes) + "\n"
 

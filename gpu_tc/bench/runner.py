@@ -13,7 +13,7 @@ from typing import Any
 
 from . import blas_env, ceilings, environment, heap, memory, report, rounds, suites
 from .checkpoint import Checkpoint
-from .peers import GPU_TC, PEERS, Peer, runs_case
+from .peers import GPU_TC, Peer, lookup, runs_case
 from .progress import Progress
 from .settings import Device, Settings, device
 from .suites import Case
@@ -41,10 +41,11 @@ def plan(
     suite: str, dtype: str, peers: list[str], quick: bool, case_ids: Collection[int] | None,
     scale: float = 1.0,
 ) -> SuitePlan:
-    """The cases (all, or those in ``case_ids``; tccg's extents times ``scale``) and peers."""
+    """The cases (all, or those in ``case_ids``; tccg's extents times ``scale``) and peers
+    (twins, ``<peer>-twin``, included)."""
     every = suites.cases(suite, dtype, quick, scale)
     chosen = [c for c in every if case_ids is None or c.id in case_ids]
-    return SuitePlan(suite, dtype, chosen, [PEERS[name] for name in peers])
+    return SuitePlan(suite, dtype, chosen, [lookup(name) for name in peers])
 
 
 def probes(settings: Settings) -> bool:
@@ -127,6 +128,7 @@ def run(
         "load_average": [load, os.getloadavg()[0] if load is not None else None],
         "implementations": [GPU_TC.name] + [p.name for p in suite_plan.peers],
         "titles": {p.name: p.title for p in [GPU_TC, *suite_plan.peers]},
+        "twins": {p.name: p.twin_of for p in suite_plan.peers if p.twin_of},
         "ceiling": None if ceiling is None else asdict(ceiling),
         "tolerance": rounds.TOLERANCE[suite_plan.dtype],
         "groups": rounds.limits(),

@@ -9,7 +9,7 @@ from typing import Any, TextIO
 from . import blas_env, environment, report, runner
 from .checkpoint import Checkpoint
 from .cli_args import BenchRequest
-from .peers import PEERS, default_peers
+from .peers import PEERS, default_peers, twin
 from .progress import Progress
 from .settings import Settings
 
@@ -52,6 +52,8 @@ def plans(request: BenchRequest, notes: list[str]) -> list[runner.SuitePlan]:
             request.backend, suite
         )
         usable = available_peers(names, notes)
+        if request.twin is not None:
+            usable += _twin(request.twin, suite, usable, notes)
         for dtype in request.dtypes:
             scale = request.scale if suite == "tccg" else 1.0
             plan = runner.plan(suite, dtype, usable, request.quick, request.case_ids, scale)
@@ -60,6 +62,16 @@ def plans(request: BenchRequest, notes: list[str]) -> list[runner.SuitePlan]:
             elif f"{suite}: no case has the ids asked for; skipped" not in notes:
                 notes.append(f"{suite}: no case has the ids asked for; skipped")
     return found
+
+
+def _twin(name: str, suite: str, usable: list[str], notes: list[str]) -> list[str]:
+    """``[<name>-twin]`` where peer ``name`` runs in ``suite``; else a note and []."""
+    if name in usable:
+        return [twin(name).name]
+    note = f"--twin {name}: {name} does not run the {suite} suite here; no twin there"
+    if note not in notes:
+        notes.append(note)
+    return []
 
 
 def failures(doc: dict[str, Any]) -> list[str]:
