@@ -18,11 +18,13 @@ extents and leading dimensions must then stay below 2**31 (checked per call).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
 import re
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -119,6 +121,60 @@ def run_batched(found: Found, a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha
     call(ROW_MAJOR, trans_a, trans_b, m, n, k, alpha_arg, a.ctypes.data, lda, steps[0],
          b.ctypes.data, ldb, steps[1], beta_arg, d.ctypes.data, ldd, steps[2], count)
     return True
+
+
+class GemmLoop:
+    """``d += alpha * a @ b`` again and again, with the three matrices moved by byte
+    offsets each time: the later tiles of a loop of GEMMs on views (route "...:looped"),
+    whose calls differ in their pointers only. Through :func:`gemm` a tile took 30-55 us
+    of Python beside a GEMM of some 200 us (TCCG case 13 at half extents); here the
+    arguments are worked out once, and a tile costs the call.
+    """
+
+    __slots__ = ("_call", "_head", "_pointers", "_lda", "_ldb", "_ldd", "_alpha", "_one",
+                 "_swapped", "_lock", "_held")
+
+    def __init__(self, found: Found, a: np.ndarray, b: np.ndarray, d: np.ndarray,
+                 alpha: complex, lock: AbstractContextManager[Any]) -> None:
+        """Use :meth:`of`, which checks that the call takes the matrices."""
+        call, wide = found
+        trans_a, trans_b, m, n, k, self._lda, self._ldb, self._ldd, self._swapped = \
+            _arguments(a, b, d, wide)
+        self._call = call
+        self._head = (ROW_MAJOR, trans_a, trans_b, m, n, k)
+        self._alpha, self._one, self._held = scalar_arguments(d.dtype, alpha, 1)
+        first, second = (b, a) if self._swapped else (a, b)
+        self._pointers = (first.ctypes.data, second.ctypes.data, d.ctypes.data)
+        self._lock = lock
+
+    @classmethod
+    def of(cls, found: Found | None, a: np.ndarray, b: np.ndarray, d: np.ndarray,
+           alpha: complex, lock: AbstractContextManager[Any]) -> GemmLoop | None:
+        """The loop from its first tile's matrices, where ``found`` (a CBLAS gemm, taken
+        under ``lock``) takes them as :func:`gemm_by` would; else None."""
+        if (found is None or a.ndim != 2 or b.ndim != 2 or d.ndim != 2
+                or not a.dtype == b.dtype == d.dtype or 0 in d.shape
+                or (d.dtype.kind != "c" and np.imag(alpha) != 0)
+                or _arguments(a, b, d, found[1]) is None):
+            return None
+        return cls(found, a, b, d, alpha, lock)
+
+    def add(self, offset_a: int, offset_b: int, offset_d: int) -> None:
+        """``d += alpha * a @ b`` on the matrices ``offset_*`` bytes past the first's."""
+        if self._swapped:
+            offset_a, offset_b = offset_b, offset_a
+        a, b, d = self._pointers
+        with self._lock:
+            self._call(*self._head, self._alpha, a + offset_a, self._lda, b + offset_b,
+                       self._ldb, self._one, d + offset_d, self._ldd)
+
+
+def gemm_loop(a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha: complex) -> GemmLoop | None:
+    """A :class:`GemmLoop` on NumPy's BLAS from its first tile's matrices (None where
+    :func:`gemm` would not take them)."""
+    letter = LETTERS.get(d.dtype)
+    found = None if letter is None else _gemm(letter)
+    return GemmLoop.of(found, a, b, d, alpha, contextlib.nullcontext())
 
 
 # _matrix_arguments by the matrices' shapes, byte strides and item size, and ``wide``:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-import threading
-from concurrent import futures
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -24,6 +23,7 @@ from .fresh_call import fresh_call, gives_scalar, outer_extents
 from .mkl import MklEngine
 from .permute import write_scaled
 from .stacks import Stack
+from .tile_grid import TileGrid, tile_offsets, tile_sizes
 from .tiling import (
     Tiling,
     accumulates,
@@ -63,6 +63,7 @@ class CpuContractionPlan(PlanDefaults):
         # The engine's D = A @ B and D = alpha A B + beta D (cblas.gemm's contract).
         self._matmul = _numpy_matmul if engine is None else engine.matmul
         self._gemm = cblas.gemm if engine is None else engine.gemm
+        self._gemm_loop = cblas.gemm_loop if engine is None else engine.gemm_loop
         self.lowering = lower(problem, policy)
         build = small_k if isinstance(small_k, str) else None
         prefix = (f"small-k-{build}:" if build else "small-k:" if small_k
@@ -189,6 +190,21 @@ class CpuContractionPlan(PlanDefaults):
         """Operand ``operand`` ("a" or "b") of a GEMM lowering as its matrix stack."""
         return self._stacks[0 if operand == "a" else 1].of(x)
 
+    def adding_loop(self, a: Any, b: Any, d: Any, alpha: complex) -> Any:
+        """A cblas.GemmLoop from operands of this plan's problem that adds ``alpha * A B``
+        into D, as ``execute`` with beta = 1 and C = D does, where that is one BLAS call
+        on views (nothing packed); else None."""
+        low = self.lowering
+        if not (isinstance(low, GemmLowering) and self._adds_in_place
+                and not (low.a.pack or low.b.pack or low.d.pack)):
+            return None
+        stack_a, stack_b, _ = self._stacks
+        mats = (stack_a.of(a), stack_b.of(b), d.transpose(low.d.perm).reshape(low.d.shape))
+        # A reshape that could not be a view copied: the loop moves pointers into x itself.
+        if any(m.ctypes.data != x.ctypes.data for m, x in zip(mats, (a, b, d))):
+            return None
+        return self._gemm_loop(*mats, alpha)
+
     def multiply(
         self, a_mat: Any, b_mat: Any, d: Any, alpha: complex, beta: complex, c: Any
     ) -> None:
@@ -238,11 +254,7 @@ class TiledRun:
         self._held = hoisted(problem, tiling.inner)
         self._cuts = [c for c in (tiling.outer, tiling.inner) if c is not None]
         self._accumulating = [accumulates(problem, c) for c in self._cuts]
-        self._axes = [
-            tuple(spec.labels.index(c.label) if c.label in spec.labels else None
-                  for spec in (problem.a, problem.b, problem.d))
-            for c in self._cuts
-        ]
+        self._grid = TileGrid(problem, self._cuts)
         self._plans: dict[tuple[tuple[int, ...], bool], CpuContractionPlan] = {}
         self._problem, self._policy = problem, policy
         if self.workers > 1:  # the threads' tile plans, made once here, not by each thread
@@ -284,32 +296,14 @@ class TiledRun:
         adds = self._accumulating[0]
         # Each thread's own D, laid out as D (its tile plans were lowered for D's order).
         targets = [d] + [np.empty_like(d, order="K") if adds else d for _ in range(count - 1)]
-        left, lock = iter(chunks), threading.Lock()
-        ran, failed = [False] * count, threading.Event()
 
-        def work(k: int) -> None:
-            """Take the next chunk until none is left (a thread slowed by the host takes
-            fewer), its first written into the thread's D, the later ones added."""
-            try:
-                with engine.one_thread():
-                    while not failed.is_set():
-                        with lock:
-                            chunk = next(left, None)
-                        if chunk is None:
-                            return
-                        self._run(a, b, targets[k], scalars, None, [chunk], True, ran[k])
-                        ran[k] = True
-            except BaseException:
-                failed.set()
-                raise
+        def run(k: int, taken: Iterator[tuple[int, int]]) -> None:
+            """The chunks thread ``k`` takes: its first written into its D, the later
+            ones added; MKL on the thread alone."""
+            with engine.one_thread():
+                self._run(a, b, targets[k], scalars, None, taken, True)
 
-        jobs = [workers.pool().submit(work, k) for k in range(1, count)]
-        try:
-            work(0)
-        finally:
-            futures.wait(jobs)  # none still writing D when this returns or raises
-        for job in jobs:
-            job.result()
+        ran = workers.share(chunks, count, run)
         sums = [target for target, done in zip(targets, ran) if done] if adds else []
         if sums and sums[0] is not d:
             np.copyto(d, sums[0])
@@ -317,25 +311,42 @@ class TiledRun:
             np.add(d, target, out=d)
 
     def _run(self, a: Any, b: Any, d: Any, scalars: Scalars, c: Any,
-             chunks: list[tuple[int, int]], serial: bool, adding: bool = False) -> None:
-        """The tiles of the outer ``chunks`` (all of the inner ones), into ``d``;
-        ``adding``: every chunk of a contracted outer label adds into ``d``."""
+             chunks: Iterable[tuple[int, int]], serial: bool) -> None:
+        """The tiles of the outer ``chunks`` (ascending; all of the inner ones), into
+        ``d``: the first outer chunk's written, the later ones of a contracted outer
+        label added.
+
+        The tiles that add into D, from the second of the first one's sizes on, run as
+        one cblas.GemmLoop where the tile plans allow: a BLAS call each, no views made.
+        """
         alpha, beta = scalars.alpha, scalars.beta
         inner = self.tiling.inner
         inner_chunks = inner.chunks() if inner else [(0, 0)]
-        # A contracted chunk past these adds into D.
-        firsts = (-1 if adding else chunks[0][0], 0)
+        firsts: tuple[int, int] | None = None  # a contracted chunk past these adds into D
+        loop: Any = None  # the GEMM loop, False where the first adding tile has none
+        origin: list[tuple[int, int]] = []  # the bounds of its first tile
+        steps = self._grid.steps(a, b, d)
         for start, stop in chunks:
             held_mat = None
+            firsts = (start, 0) if firsts is None else firsts
             for inner_start, inner_stop in inner_chunks:
                 bounds = [(start, stop), (inner_start, inner_stop)][: len(self._cuts)]
-                plan = self._plan(tuple(hi - lo for lo, hi in bounds), serial)
-                a_t, b_t, d_t = (self._slice(x, i, bounds) for i, x in enumerate((a, b, d)))
-                c_t = None if c is None else self._slice(c, 2, bounds)
+                adds = any(acc and lo > first
+                           for acc, (lo, _), first in zip(self._accumulating, bounds, firsts))
+                if adds and loop and tile_sizes(bounds) == tile_sizes(origin):
+                    loop.add(*tile_offsets(bounds, origin, steps))
+                    continue
+                plan = self._plan(tile_sizes(bounds), serial)
+                a_t, b_t, d_t = (self._grid.view(x, i, bounds) for i, x in enumerate((a, b, d)))
+                c_t = None if c is None else self._grid.view(c, 2, bounds)
                 tile_beta = beta
-                if any(acc and lo > first
-                       for acc, (lo, _), first in zip(self._accumulating, bounds, firsts)):
+                if adds:
                     tile_beta, c_t = 1, d_t  # a later chunk of a contracted label: add to D
+                    if loop is None:
+                        loop, origin = plan.adding_loop(a_t, b_t, d_t, alpha) or False, bounds
+                        if loop:
+                            loop.add(0, 0, 0)
+                            continue
                 low = plan.lowering
                 if not isinstance(low, GemmLowering) or self._held is None:
                     plan.execute((a_t, b_t), d_t, Scalars(alpha, tile_beta), c_t)
@@ -348,16 +359,6 @@ class TiledRun:
                     plan.multiply(held_mat[1], plan.pack(b_t, "b"), d_t, alpha, tile_beta, c_t)
                 else:
                     plan.multiply(plan.pack(a_t, "a"), held_mat[1], d_t, alpha, tile_beta, c_t)
-
-    def _slice(self, x: Any, which: int, bounds: list[tuple[int, int]]) -> Any:
-        """A view of operand ``which`` (0: A, 1: B, 2: D or C) for one tile; ``x`` itself
-        when no cut reaches it (a 0-d D indexed by ``()`` would be a copy)."""
-        index: list[Any] = [slice(None)] * x.ndim
-        for axes, (lo, hi) in zip(self._axes, bounds):
-            axis = axes[which]
-            if axis is not None:
-                index[axis] = slice(lo, hi)
-        return x[tuple(index)] if x.ndim else x
 
 
 def _looped(problem: ContractionProblem, policy: str, loop: Tiling, engine: MklEngine | None,

@@ -113,6 +113,15 @@ class MklEngine:
         with self._lock:
             return cblas.gemm_by(self._gemm.__getitem__, a, b, d, alpha, beta)
 
+    def gemm_loop(self, a: np.ndarray, b: np.ndarray, d: np.ndarray,
+                  alpha: complex) -> cblas.GemmLoop | None:
+        """A :class:`cblas.GemmLoop` on MKL from its first tile's matrices (None where
+        :meth:`gemm` would not take them)."""
+        letter = cblas.LETTERS.get(d.dtype)
+        if letter is None or openmp.forked():
+            return None
+        return cblas.GemmLoop.of(self._gemm[letter], a, b, d, alpha, self._lock)
+
     def matmul(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         """``out = a @ b`` for matrices or stacks (an operand's batch axes of extent 1
         broadcast), as numpy.matmul writes it; numpy.matmul runs what MKL cannot take

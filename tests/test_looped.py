@@ -251,13 +251,19 @@ def test_a_thread_that_fails_fails_the_call_after_every_thread_ended(monkeypatch
     caller = threading.current_thread()
     finished = []
 
-    def failing(self, a, b, d, scalars, c, chunks, serial, adding=False):
+    def failing(self, a, b, d, scalars, c, chunks, serial):
         if threading.current_thread() is caller:
+            next(iter(chunks))
             time.sleep(0.05)  # the other thread has started its chunk
             raise RuntimeError("the caller's chunk")
-        time.sleep(0.3)
-        plain(self, a, b, d, scalars, c, chunks, serial, adding)
-        finished.append(chunks[0][0])
+
+        def slow():
+            for chunk in chunks:
+                time.sleep(0.3)
+                yield chunk
+                finished.append(chunk[0])  # asked for the next: this one has run
+
+        plain(self, a, b, d, scalars, c, slow(), serial)
 
     monkeypatch.setattr(TiledRun, "_run", failing)
     monkeypatch.setattr(engine, "threads", lambda: 2)
@@ -277,12 +283,16 @@ def test_threads_take_the_chunks_as_they_finish(monkeypatch):
     caller = threading.current_thread()
     taken: dict[str, int] = {}
 
-    def slow_caller(self, a, b, d, scalars, c, chunks, serial, adding=False):
-        if threading.current_thread() is caller:
-            time.sleep(0.5)
-        name = threading.current_thread().name
-        taken[name] = taken.get(name, 0) + 1
-        plain(self, a, b, d, scalars, c, chunks, serial, adding)
+    def slow_caller(self, a, b, d, scalars, c, chunks, serial):
+        def counted():
+            for chunk in chunks:
+                if threading.current_thread() is caller:
+                    time.sleep(0.5)
+                name = threading.current_thread().name
+                taken[name] = taken.get(name, 0) + 1
+                yield chunk
+
+        plain(self, a, b, d, scalars, c, counted(), serial)
 
     monkeypatch.setattr(TiledRun, "_run", slow_caller)
     monkeypatch.setattr(engine, "threads", lambda: 3)
