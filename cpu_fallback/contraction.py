@@ -190,7 +190,7 @@ class CpuContractionPlan(PlanDefaults):
         """Operand ``operand`` ("a" or "b") of a GEMM lowering as its matrix stack."""
         return self._stacks[0 if operand == "a" else 1].of(x)
 
-    def adding_loop(self, a: Any, b: Any, d: Any, alpha: complex) -> Any:
+    def adding_loop(self, a: Any, b: Any, d: Any, alpha: complex) -> cblas.GemmLoop | None:
         """A cblas.GemmLoop from operands of this plan's problem that adds ``alpha * A B``
         into D, as ``execute`` with beta = 1 and C = D does, where that is one BLAS call
         on views (nothing packed); else None."""
@@ -323,8 +323,9 @@ class TiledRun:
         inner = self.tiling.inner
         inner_chunks = inner.chunks() if inner else [(0, 0)]
         firsts: tuple[int, int] | None = None  # a contracted chunk past these adds into D
-        loop: Any = None  # the GEMM loop, False where the first adding tile has none
-        origin: list[tuple[int, int]] = []  # the bounds of its first tile
+        loop: cblas.GemmLoop | None = None  # adds the tiles of its first tile's sizes
+        tried = False  # whether the first adding tile looked for a loop
+        origin: list[tuple[int, int]] = []  # that tile's bounds
         steps = self._grid.steps(a, b, d)
         for start, stop in chunks:
             held_mat = None
@@ -333,7 +334,7 @@ class TiledRun:
                 bounds = [(start, stop), (inner_start, inner_stop)][: len(self._cuts)]
                 adds = any(acc and lo > first
                            for acc, (lo, _), first in zip(self._accumulating, bounds, firsts))
-                if adds and loop and tile_sizes(bounds) == tile_sizes(origin):
+                if adds and loop is not None and tile_sizes(bounds) == tile_sizes(origin):
                     loop.add(*tile_offsets(bounds, origin, steps))
                     continue
                 plan = self._plan(tile_sizes(bounds), serial)
@@ -342,9 +343,10 @@ class TiledRun:
                 tile_beta = beta
                 if adds:
                     tile_beta, c_t = 1, d_t  # a later chunk of a contracted label: add to D
-                    if loop is None:
-                        loop, origin = plan.adding_loop(a_t, b_t, d_t, alpha) or False, bounds
-                        if loop:
+                    if not tried:
+                        tried, origin = True, bounds
+                        loop = plan.adding_loop(a_t, b_t, d_t, alpha)
+                        if loop is not None:
                             loop.add(0, 0, 0)
                             continue
                 low = plan.lowering
