@@ -126,7 +126,7 @@ def run_batched(found: Found, a: np.ndarray, b: np.ndarray, d: np.ndarray, alpha
 class GemmLoop:
     """``d += alpha * a @ b`` again and again, with the three matrices moved by byte
     offsets each time: the later tiles of a loop of GEMMs on views (route "...:looped"),
-    whose calls differ in their pointers only. Through :func:`gemm` a tile took 30-55 us
+    whose calls differ in their pointers only. Through :func:`gemm` a tile took 30-56 us
     of Python beside a GEMM of some 200 us (TCCG case 13 at half extents); here the
     arguments are worked out once, and a tile costs the call.
     """
@@ -134,12 +134,12 @@ class GemmLoop:
     __slots__ = ("_call", "_head", "_pointers", "_lda", "_ldb", "_ldd", "_alpha", "_one",
                  "_swapped", "_lock", "_held")
 
-    def __init__(self, found: Found, a: np.ndarray, b: np.ndarray, d: np.ndarray,
-                 alpha: complex, lock: AbstractContextManager[Any]) -> None:
-        """Use :meth:`of`, which checks that the call takes the matrices."""
-        call, wide = found
-        trans_a, trans_b, m, n, k, self._lda, self._ldb, self._ldd, self._swapped = \
-            _arguments(a, b, d, wide)
+    def __init__(self, call: Callable[..., None], arguments: tuple[Any, ...], a: np.ndarray,
+                 b: np.ndarray, d: np.ndarray, alpha: complex,
+                 lock: AbstractContextManager[Any]) -> None:
+        """Use :meth:`of`, which checks that the call takes the matrices (``arguments``:
+        their :func:`_arguments`)."""
+        trans_a, trans_b, m, n, k, self._lda, self._ldb, self._ldd, self._swapped = arguments
         self._call = call
         self._head = (ROW_MAJOR, trans_a, trans_b, m, n, k)
         self._alpha, self._one, self._held = scalar_arguments(d.dtype, alpha, 1)
@@ -154,10 +154,10 @@ class GemmLoop:
         under ``lock``) takes them as :func:`gemm_by` would; else None."""
         if (found is None or a.ndim != 2 or b.ndim != 2 or d.ndim != 2
                 or not a.dtype == b.dtype == d.dtype or 0 in d.shape
-                or (d.dtype.kind != "c" and np.imag(alpha) != 0)
-                or _arguments(a, b, d, found[1]) is None):
+                or (d.dtype.kind != "c" and np.imag(alpha) != 0)):
             return None
-        return cls(found, a, b, d, alpha, lock)
+        arguments = _arguments(a, b, d, found[1])
+        return None if arguments is None else cls(found[0], arguments, a, b, d, alpha, lock)
 
     def add(self, offset_a: int, offset_b: int, offset_d: int) -> None:
         """``d += alpha * a @ b`` on the matrices ``offset_*`` bytes past the first's."""

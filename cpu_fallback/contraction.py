@@ -199,11 +199,17 @@ class CpuContractionPlan(PlanDefaults):
                 and not (low.a.pack or low.b.pack or low.d.pack)):
             return None
         stack_a, stack_b, _ = self._stacks
-        mats = (stack_a.of(a), stack_b.of(b), d.transpose(low.d.perm).reshape(low.d.shape))
+        mats = (stack_a.of(a), stack_b.of(b), self._d_matrix(d))
         # A reshape that could not be a view copied: the loop moves pointers into x itself.
         if any(m.ctypes.data != x.ctypes.data for m, x in zip(mats, (a, b, d))):
             return None
         return self._gemm_loop(*mats, alpha)
+
+    def _d_matrix(self, d: Any) -> Any:
+        """D as the GEMM lowering's matrix, a view (D not staged)."""
+        low = self.lowering
+        assert isinstance(low, GemmLowering)
+        return d.transpose(low.d.perm).reshape(low.d.shape)
 
     def multiply(
         self, a_mat: Any, b_mat: Any, d: Any, alpha: complex, beta: complex, c: Any
@@ -212,7 +218,7 @@ class CpuContractionPlan(PlanDefaults):
         low = self.lowering
         assert isinstance(low, GemmLowering)
         if not low.d.pack and beta == 0:
-            d_mat = d.transpose(low.d.perm).reshape(low.d.shape)
+            d_mat = self._d_matrix(d)
             if self._small_k is not None and self._small_k.gemm(a_mat, b_mat, d_mat, alpha,
                                                                 self._small_k_build):
                 return
@@ -224,8 +230,7 @@ class CpuContractionPlan(PlanDefaults):
             if c is not d:
                 np.multiply(c, beta, out=d)
                 c, beta = d, 1
-            if self._gemm(a_mat, b_mat, d.transpose(low.d.perm).reshape(low.d.shape), alpha,
-                          beta):
+            if self._gemm(a_mat, b_mat, self._d_matrix(d), alpha, beta):
                 return
         temp, unmerged = self._stacks[2].buffer(d.dtype)
         self._matmul(a_mat, b_mat, temp)
@@ -326,6 +331,7 @@ class TiledRun:
         loop: cblas.GemmLoop | None = None  # adds the tiles of its first tile's sizes
         tried = False  # whether the first adding tile looked for a loop
         origin: list[tuple[int, int]] = []  # that tile's bounds
+        origin_sizes: tuple[int, ...] = ()  # and its extents
         steps = self._grid.steps(a, b, d)
         for start, stop in chunks:
             held_mat = None
@@ -334,17 +340,18 @@ class TiledRun:
                 bounds = [(start, stop), (inner_start, inner_stop)][: len(self._cuts)]
                 adds = any(acc and lo > first
                            for acc, (lo, _), first in zip(self._accumulating, bounds, firsts))
-                if adds and loop is not None and tile_sizes(bounds) == tile_sizes(origin):
+                sizes = tile_sizes(bounds)
+                if adds and loop is not None and sizes == origin_sizes:
                     loop.add(*tile_offsets(bounds, origin, steps))
                     continue
-                plan = self._plan(tile_sizes(bounds), serial)
+                plan = self._plan(sizes, serial)
                 a_t, b_t, d_t = (self._grid.view(x, i, bounds) for i, x in enumerate((a, b, d)))
                 c_t = None if c is None else self._grid.view(c, 2, bounds)
                 tile_beta = beta
                 if adds:
                     tile_beta, c_t = 1, d_t  # a later chunk of a contracted label: add to D
                     if not tried:
-                        tried, origin = True, bounds
+                        tried, origin, origin_sizes = True, bounds, sizes
                         loop = plan.adding_loop(a_t, b_t, d_t, alpha)
                         if loop is not None:
                             loop.add(0, 0, 0)
