@@ -12,7 +12,8 @@
 #                                        accelerator on, nvmath held and function,
 #                                        torch), then cupy.einsum with it off
 #   benchmarks/gpu_visit.sh small OUT    the overhead, permute, trace and reduce suites,
-#                                        float64, the same peers and the same two passes
+#                                        float64, the same peers (torch-cuda twice: the
+#                                        noise floor) and the same two passes
 #   benchmarks/gpu_visit.sh bench OUT    tccg and small in one command, most telling
 #                                        first: tccg float64, the small suites, tccg
 #                                        float32, then the two passes with it off
@@ -130,8 +131,10 @@ tccg() {  # tccg DTYPE: every GPU peer, CuPy's cuTENSOR accelerator on
 }
 
 small() {
+  # torch-cuda timed twice (--twin): the host's noise floor, beside 44 s of the small
+  # suites on an H200 in visit 8
   CUPY_ACCELERATORS=cub,cutensor step small 150 $PY -m gpu_tc bench overhead permute trace \
-    reduce --backend gpu --dtype float64 --output "$work/bench"
+    reduce --backend gpu --dtype float64 --twin torch-cuda --output "$work/bench"
 }
 
 plain() {  # plain tccg|small: cupy.einsum with CuPy's accelerators off
