@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpu_tc
-from cpu_fallback.contraction import TiledRun
+from cpu_fallback.contraction import CpuContractionPlan
+from cpu_fallback.tiled_run import TiledRun
 from cpu_fallback.tiling import Cut, Tiling
 from gpu_tc import MemoryLimitError, Options, reference
 from gpu_tc.backend import Scalars
@@ -249,14 +250,15 @@ def tilings(draw: Any) -> tuple[str, dict[str, int], list[tuple[str, int]]]:
 @settings(FUZZ, max_examples=200)
 @given(case=tilings(), beta=st.sampled_from([0.0, 1.0, -0.5]), seed=st.integers(0, 99))
 def test_fuzz_every_tiling_matches_the_reference(case, beta, seed):
-    """The tiled run (cpu_fallback.contraction.TiledRun) of forced cuts, any roles."""
+    """The tiled run (cpu_fallback.tiled_run.TiledRun) of forced cuts, any roles."""
     subscripts, extent, cuts = case
     inputs, output = subscripts.split("->")
     terms = inputs.split(",")
     specs = [contiguous_spec(t, [extent[x] for x in t], "d") for t in (*terms, output)]
     problem = ContractionProblem(*specs)
     outer, inner = ([Cut(x, extent[x], n) for x, n in cuts] + [None])[:2]
-    run = TiledRun(problem, "heuristic", Tiling(outer, inner, 0, 0))
+    run = TiledRun(problem, "heuristic", Tiling(outer, inner, 0, 0),
+                   CpuContractionPlan)
     rng = np.random.default_rng(seed)
     a, b = (rng.standard_normal([extent[x] for x in t]) for t in terms)
     c = np.asarray(rng.standard_normal([extent[x] for x in output]))

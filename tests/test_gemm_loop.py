@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from helpers import assert_close, random_array, reference_einsum
-from test_looped import EXTENTS, LONG_K, _operands, _problem
+from test_looped import EXTENTS, LONG_K, _operands, _problem, _tiled
 
 from cpu_fallback import cblas, mkl, stacks
-from cpu_fallback.contraction import CpuContractionPlan, TiledRun
+from cpu_fallback.contraction import CpuContractionPlan
 from cpu_fallback.tiling import Cut, Tiling
 from gpu_tc.backend import Scalars
 
@@ -79,7 +79,7 @@ def test_a_loop_runs_its_first_tile_by_its_plan_and_the_rest_as_calls(engine, mo
     the second through it into a GemmLoop, the other 21 as the loop's calls alone."""
     by = None if engine == "blas" else _loop_of(engine).__self__
     problem = _problem(LONG_K, EXTENTS)
-    run = TiledRun(problem, "heuristic", Tiling(Cut("c", 23, 1), None, 0, 0), by)
+    run = _tiled(problem, Tiling(Cut("c", 23, 1), None, 0, 0), by)
     through_plans, adds = [], []
     multiply, add = CpuContractionPlan.multiply, cblas.GemmLoop.add
     monkeypatch.setattr(CpuContractionPlan, "multiply",
@@ -101,7 +101,7 @@ def test_a_tile_whose_matrix_would_be_a_copy_runs_through_its_plan(monkeypatch):
     plain = stacks.Stack.of
     monkeypatch.setattr(stacks.Stack, "of", lambda self, x: plain(self, x).copy())
     problem = _problem(LONG_K, EXTENTS)
-    run = TiledRun(problem, "heuristic", Tiling(Cut("c", 23, 1), None, 0, 0))
+    run = _tiled(problem, Tiling(Cut("c", 23, 1), None, 0, 0))
     adds = []
     add = cblas.GemmLoop.add
     monkeypatch.setattr(cblas.GemmLoop, "add",

@@ -13,7 +13,8 @@ from helpers import assert_close, call_until_reason, random_array, reference_ein
 
 import gpu_tc
 from cpu_fallback import mkl, openmp, tiling, workers
-from cpu_fallback.contraction import CpuContractionPlan, TiledRun
+from cpu_fallback.contraction import CpuContractionPlan
+from cpu_fallback.tiled_run import TiledRun
 from cpu_fallback.tiling import Cut, Tiling, copy_bytes, uncopied
 from gpu_tc.backend import Scalars
 from gpu_tc.gemm import lower
@@ -30,6 +31,12 @@ def _problem(expr: str, extents: dict[str, int], dtype: str = "float64") -> Cont
     specs = [contiguous_spec(t, [extents[x] for x in t], dtype_char(dtype))
              for t in (*inputs.split(","), output)]
     return ContractionProblem(*specs)
+
+
+def _tiled(problem: ContractionProblem, tiling: Tiling, engine: mkl.MklEngine | None = None,
+           count: int = 1) -> TiledRun:
+    """A TiledRun of CpuContractionPlans, as the backend's plans make it."""
+    return TiledRun(problem, "heuristic", tiling, CpuContractionPlan, engine, count)
 
 
 def _operands(expr: str, extents: dict[str, int], dtype: str, seed: int = 0) -> list[np.ndarray]:
@@ -140,7 +147,7 @@ def test_a_loop_split_over_threads_computes_the_reference(cut, workers, dtype):
     its slices of D; beta != 0 runs the tiles in turn."""
     engine = _mkl_engine()
     problem = _problem(LONG_K, EXTENTS, dtype)
-    run = TiledRun(problem, "heuristic", Tiling(Cut(cut[0], cut[1], 1), None, 0, 0), engine,
+    run = _tiled(problem, Tiling(Cut(cut[0], cut[1], 1), None, 0, 0), engine,
                    workers)
     assert run.workers == workers
     a, b = _operands(LONG_K, EXTENTS, dtype)
@@ -196,7 +203,7 @@ def test_the_threads_own_d_is_laid_out_as_d(layout):
     memory = np.full((8, 5, 36, 2) if layout == "strided" else (8, 5, 36), np.nan)
     d = (memory[..., 1] if layout == "strided" else memory).transpose(0, 2, 1)
     problem = gpu_tc.prepare(expr, a, b, out=d)._plan.program.final
-    run = TiledRun(problem, "heuristic", Tiling(Cut("c", 23, 1), None, 0, 0), engine, 2)
+    run = _tiled(problem, Tiling(Cut("c", 23, 1), None, 0, 0), engine, 2)
     assert run.workers == 2
     run.execute(a, b, d, Scalars(1.0, 0.0), None)
     assert_close(d, exact, "float64", scale)
@@ -211,7 +218,7 @@ def test_a_full_contraction_split_over_threads_adds_their_sums():
     a, b = _operands("abc,bac->", extents, "float64")
     exact, scale = reference_einsum("abc,bac->", a, b)
     d = np.array(np.nan)
-    TiledRun(problem, "heuristic", Tiling(Cut("a", 9, 1), None, 0, 0), engine, 2).execute(
+    _tiled(problem, Tiling(Cut("a", 9, 1), None, 0, 0), engine, 2).execute(
         a, b, d, Scalars(1.0, 0.0), None)
     assert_close(d, exact, "float64", scale)
 
@@ -219,9 +226,9 @@ def test_a_full_contraction_split_over_threads_adds_their_sums():
 def test_the_threads_are_capped_by_the_chunks_and_by_mkl_now(monkeypatch):
     engine = _mkl_engine()
     problem = _problem(LONG_K, EXTENTS)
-    assert TiledRun(problem, "heuristic", Tiling(Cut("c", 23, 8), None, 0, 0), engine,
+    assert _tiled(problem, Tiling(Cut("c", 23, 8), None, 0, 0), engine,
                     50).workers == 3
-    run = TiledRun(problem, "heuristic", Tiling(Cut("c", 23, 1), None, 0, 0), engine, 2)
+    run = _tiled(problem, Tiling(Cut("c", 23, 1), None, 0, 0), engine, 2)
     a, b = _operands(LONG_K, EXTENTS, "float64")
     exact, scale = reference_einsum(LONG_K, a, b)
 
@@ -246,7 +253,7 @@ def test_a_thread_that_fails_fails_the_call_after_every_thread_ended(monkeypatch
     thread takes a chunk after the failure."""
     engine = _mkl_engine()
     problem = _problem(LONG_K, EXTENTS)
-    run = TiledRun(problem, "heuristic", Tiling(Cut("c", 23, 1), None, 0, 0), engine, 2)
+    run = _tiled(problem, Tiling(Cut("c", 23, 1), None, 0, 0), engine, 2)
     plain = TiledRun._run
     caller = threading.current_thread()
     finished = []
@@ -278,7 +285,7 @@ def test_threads_take_the_chunks_as_they_finish(monkeypatch):
     caller's own D written first where it took none)."""
     engine = _mkl_engine()
     problem = _problem(LONG_K, EXTENTS)
-    run = TiledRun(problem, "heuristic", Tiling(Cut("c", 23, 1), None, 0, 0), engine, 3)
+    run = _tiled(problem, Tiling(Cut("c", 23, 1), None, 0, 0), engine, 3)
     plain = TiledRun._run
     caller = threading.current_thread()
     taken: dict[str, int] = {}

@@ -14,7 +14,8 @@ import pytest
 from helpers import BACKENDS, assert_close, random_array, reference_einsum, to_backend, to_numpy
 
 import gpu_tc
-from cpu_fallback.contraction import TiledRun
+from cpu_fallback.contraction import CpuContractionPlan
+from cpu_fallback.tiled_run import TiledRun
 from cpu_fallback.tiling import (
     Cut,
     Tiling,
@@ -115,7 +116,8 @@ def test_every_pairing_of_cuts_matches_the_reference(cuts, beta):
     """Forced tilings, contracted labels ('c', 'd') added chunk by chunk into D."""
     problem = _problem(LONG_K, LONG_K_EXTENTS)
     outer, inner = (None if x is None else Cut(x[0], LONG_K_EXTENTS[x[0]], x[1]) for x in cuts)
-    run = TiledRun(problem, "heuristic", Tiling(outer, inner, 0, 0))
+    run = TiledRun(problem, "heuristic", Tiling(outer, inner, 0, 0),
+                   CpuContractionPlan)
     a, b = _operands(LONG_K, LONG_K_EXTENTS)
     c = _operands("ba->ba", LONG_K_EXTENTS, seed=2)[0]
     exact, _ = reference_einsum(LONG_K, a, b)
@@ -130,7 +132,8 @@ def test_a_scalar_result_adds_every_chunk_of_a_contracted_cut(beta):
     (a 0-d D indexed by () is a copy, and the sums were lost: found by the dask work)."""
     extents = {"a": 6, "b": 5, "c": 7}
     problem = _problem("abc,bac->", extents)
-    run = TiledRun(problem, "heuristic", Tiling(Cut("a", 6, 2), Cut("c", 7, 3), 0, 0))
+    run = TiledRun(problem, "heuristic", Tiling(Cut("a", 6, 2), Cut("c", 7, 3), 0, 0),
+                   CpuContractionPlan)
     a, b = _operands("abc,bac->", extents)
     exact, scale = reference_einsum("abc,bac->", a, b)
     d, c = np.array(np.nan), np.array(1.5)
