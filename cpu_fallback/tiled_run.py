@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 import numpy as np
@@ -34,6 +34,13 @@ class TilePlan(Protocol):
     def adding_loop(self, a: Any, b: Any, d: Any, alpha: complex) -> cblas.GemmLoop | None: ...
 
 
+class TilePlanType(Protocol):
+    """How a TiledRun makes a tile's plan: ``plan_type(tile, policy, engine=engine)``."""
+
+    def __call__(self, problem: ContractionProblem, policy: str, *,
+                 engine: MklEngine | None) -> TilePlan: ...
+
+
 class TiledRun:
     """A contraction run tile by tile (see cpu_fallback.tiling): per tile size, a plan
     of the tile made by ``plan_type`` (contraction.CpuContractionPlan); the operand of
@@ -48,7 +55,7 @@ class TiledRun:
     """
 
     def __init__(self, problem: ContractionProblem, policy: str, tiling: Tiling,
-                 plan_type: Callable[..., TilePlan], engine: MklEngine | None = None,
+                 plan_type: TilePlanType, engine: MklEngine | None = None,
                  workers: int = 1) -> None:
         self.tiling = tiling
         self._engine = engine
@@ -170,7 +177,7 @@ class TiledRun:
 
 
 def looped(problem: ContractionProblem, policy: str, loop: Tiling,
-           plan_type: Callable[..., TilePlan], engine: MklEngine | None,
+           plan_type: TilePlanType, engine: MklEngine | None,
            budget: int | None) -> TiledRun:
     """The loop of GEMMs on views: split over MKL's thread count (NumPy's BLAS sets its
     threads for the whole process: one thread runs its loop), fewer where ``budget`` has
