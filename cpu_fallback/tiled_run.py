@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
@@ -11,7 +10,8 @@ import numpy as np
 
 from gpu_tc.backend import Scalars
 from gpu_tc.gemm import GemmLowering, Lowering
-from gpu_tc.problem import ContractionProblem, TensorSpec
+from gpu_tc.memory import nbytes
+from gpu_tc.problem import ContractionProblem
 
 from . import cblas, openmp, workers
 from .mkl import MklEngine
@@ -79,7 +79,7 @@ class TiledRun:
         contracted and the run is split; else 0."""
         if self.workers == 1 or not self._accumulating[0]:
             return 0
-        return (self.workers - 1) * _bytes(self._problem.d)
+        return (self.workers - 1) * nbytes(self._problem.d)
 
     def _plan(self, sizes: tuple[int, ...], serial: bool) -> TilePlan:
         plan = self._plans.get((sizes, serial))
@@ -185,9 +185,5 @@ def looped(problem: ContractionProblem, policy: str, loop: Tiling,
     assert loop.outer is not None
     count = engine.threads() if engine is not None else 1
     if budget is not None and accumulates(problem, loop.outer):
-        count = min(count, budget // max(1, _bytes(problem.d)) + 1)
+        count = min(count, budget // max(1, nbytes(problem.d)) + 1)
     return TiledRun(problem, policy, loop, plan_type, engine, count)
-
-
-def _bytes(spec: TensorSpec) -> int:
-    return math.prod(spec.extents) * np.dtype(spec.dtype).itemsize
