@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -11,6 +10,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from gpu_tc.backend import PrimitivePlan
 from gpu_tc.gemm import policies
+from gpu_tc.memory import nbytes
 from gpu_tc.options import Options
 from gpu_tc.problem import (
     ContractionProblem,
@@ -302,4 +302,4 @@ def _large_product(problem: ContractionProblem) -> bool:
     least PRODUCT_MIN_BYTES of D."""
     d = problem.d
     return (all(problem.a.extent(x) == 1 for x in problem.roles.contracted)
-            and math.prod(d.extents) * np.dtype(d.dtype).itemsize >= PRODUCT_MIN_BYTES)
+            and nbytes(d) >= PRODUCT_MIN_BYTES)

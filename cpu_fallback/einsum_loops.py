@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from gpu_tc.backend import PlanDefaults, Scalars
+from gpu_tc.memory import nbytes
 from gpu_tc.numpy_einsum import NUMPY_EINSUM
-from gpu_tc.problem import ContractionProblem, TensorSpec, label_roles
+from gpu_tc.problem import ContractionProblem, label_roles
 from gpu_tc.result_layout import along_batch
 from gpu_tc.run import dense_allocation
 from gpu_tc.strides import same_layout
@@ -66,13 +67,9 @@ def _fitting(problem: ContractionProblem, budget: int | None) -> EinsumLoopsPlan
     call's D would not fit ``budget``."""
     a, b, d = problem.a, problem.b, problem.d
     labels = dict.fromkeys(a.labels + b.labels + d.labels)
-    if len(labels) > len(string.ascii_letters) or (budget is not None and _bytes(d) > budget):
+    if len(labels) > len(string.ascii_letters) or (budget is not None and nbytes(d) > budget):
         return None
     return EinsumLoopsPlan(problem)
-
-
-def _bytes(spec: TensorSpec) -> int:
-    return spec.size * np.dtype(spec.dtype).itemsize
 
 
 class EinsumLoopsPlan(PlanDefaults):
@@ -87,7 +84,7 @@ class EinsumLoopsPlan(PlanDefaults):
         letters = dict(zip(dict.fromkeys(a.labels + b.labels + d.labels), string.ascii_letters))
         self._subscripts = "{},{}->{}".format(
             *("".join(letters[x] for x in spec.labels) for spec in (a, b, d)))
-        self.temporary_bytes = _bytes(d)  # a scaled call's product
+        self.temporary_bytes = nbytes(d)  # a scaled call's product
         batch = label_roles(a.labels, b.labels, d.labels).batch
         how = (f"along the batch label(s) {batch!r}, innermost in both" if along_batch(a, b, d)
                else "as they broadcast")
@@ -116,9 +113,9 @@ class EinsumLoopsPlan(PlanDefaults):
         as D: once it does not, this plan's calls allocate D's layout themselves."""
         d = self.problem.d
         dtype, subscripts, einsum = np.dtype(d.dtype), self._subscripts, NUMPY_EINSUM
-        allocate = pool.allocator(_bytes(d))
+        allocate = pool.allocator(nbytes(d))
         d_strides = tuple(s * dtype.itemsize for s in d.strides)
-        numpy_allocates = [bool(d.extents) and _bytes(d) < FRESH_MAX_BYTES]
+        numpy_allocates = [bool(d.extents) and nbytes(d) < FRESH_MAX_BYTES]
 
         def into_new(a: Any, b: Any) -> Any:
             out = allocate(extents, dtype)

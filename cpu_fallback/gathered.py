@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from gpu_tc.backend import PlanDefaults, Scalars
+from gpu_tc.memory import nbytes
 from gpu_tc.problem import ContractionProblem
 
 from . import kernels
@@ -54,7 +55,7 @@ def gathered_plans(
     plan = GatheredPlan(problem, groups, fallback, module)
     if budget is not None and plan.temporary_bytes > budget:
         return []
-    d_bytes = math.prod(problem.d.extents) * np.dtype(problem.d.dtype).itemsize
+    d_bytes = nbytes(problem.d)
     if k == 1 and plan.table_bytes > d_bytes // 4:  # a product by a scalar or a short vector
         return []
     return [plan, *(GatheredPlan(problem, groups, fallback, module, build)

@@ -287,6 +287,11 @@ PEERS: dict[str, Peer] = {
 TWIN_SUFFIX = "-twin"
 
 
+def twin_name(name: str) -> str:
+    """The name of peer ``name``'s twin: ``<name>-twin``."""
+    return name + TWIN_SUFFIX
+
+
 def twin(name: str) -> Peer:
     """A second, identical copy of peer ``name``, named ``<name>-twin``.
 
@@ -297,7 +302,7 @@ def twin(name: str) -> Peer:
         KeyError: no peer has that name.
     """
     peer = PEERS[name]
-    return dataclasses.replace(peer, name=name + TWIN_SUFFIX, twin_of=name,
+    return dataclasses.replace(peer, name=twin_name(name), twin_of=name,
                                title=f"{peer.title}: a second copy, timed in the same rounds")
 
 

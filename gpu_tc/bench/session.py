@@ -9,7 +9,7 @@ from typing import Any, TextIO
 from . import blas_env, environment, report, runner
 from .checkpoint import Checkpoint
 from .cli_args import BenchRequest
-from .peers import PEERS, TWIN_SUFFIX, default_peers
+from .peers import PEERS, default_peers, twin_name
 from .progress import Progress
 from .settings import Settings
 
@@ -67,7 +67,7 @@ def plans(request: BenchRequest, notes: list[str]) -> list[runner.SuitePlan]:
 def _twin(name: str, suite: str, usable: list[str], notes: list[str]) -> list[str]:
     """``[<name>-twin]`` where peer ``name`` runs in ``suite``; else a note and []."""
     if name in usable:
-        return [name + TWIN_SUFFIX]
+        return [twin_name(name)]
     note = f"--twin {name}: {name} does not run the {suite} suite here; no twin there"
     if note not in notes:
         notes.append(note)
