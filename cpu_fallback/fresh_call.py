@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from gpu_tc.gemm import BroadcastOperand, GemmLowering, MatrixOperand, MultiplyLowering
+from gpu_tc.memory import nbytes
 from gpu_tc.problem import ContractionProblem, TensorSpec, contiguous_spec
 from gpu_tc.strides import same_layout
 
@@ -86,7 +87,7 @@ def fresh_call(low: Any, problem: ContractionProblem) -> Any:
     pooled memory without the page faults of numpy's fresh allocation.
     """
     d = problem.d
-    if math.prod(d.extents) * np.dtype(d.dtype).itemsize >= FRESH_MAX_BYTES:
+    if nbytes(d) >= FRESH_MAX_BYTES:
         return None
     kernel: Any
     if isinstance(low, MultiplyLowering):

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from gpu_tc.memory import nbytes
 from gpu_tc.options import ReduceOp, UnaryOp
 from gpu_tc.problem import ReductionProblem, TensorSpec
 
@@ -65,7 +66,7 @@ def pairwise_sum_plans(problem: ReductionProblem) -> tuple[PairwiseSumPlan, ...]
     layout = row_layout(problem, d)
     if layout is None or (layout.step > 1 and not _apart(problem, layout)):
         return ()
-    large = (a.size * np.dtype(a.dtype).itemsize >= MIN_BYTES if layout.step == 1
+    large = (nbytes(a) >= MIN_BYTES if layout.step == 1
              else a.size >= MIN_STRIDED)
     if not large or _kernel() is None:
         return ()
@@ -82,7 +83,7 @@ def one_thread_plan(problem: ReductionProblem) -> PairwiseSumPlan | None:
     dtype; None otherwise or without the compiled kernel."""
     a, d = problem.a, problem.d
     if (not _pairwise(problem) or a.size < MIN_ONE_THREAD
-            or a.size * np.dtype(a.dtype).itemsize >= MIN_BYTES):
+            or nbytes(a) >= MIN_BYTES):
         return None
     layout = row_layout(problem, d)
     if layout is None or layout.step != 1 or layout.row_src.size < 2 or _kernel() is None:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from gpu_tc.backend import PlanDefaults, Scalars
+from gpu_tc.memory import nbytes
 from gpu_tc.numpy_einsum import NUMPY_EINSUM
 from gpu_tc.operators import REDUCE, UNARY
 from gpu_tc.options import ReduceOp, UnaryOp
@@ -92,7 +93,7 @@ class CpuReductionPlan(PlanDefaults):
         self.problem = problem
         self.route = "reduce:einsum" if by_einsum else "reduce"
         a, d = problem.a, problem.d
-        d_bytes = d.size * np.dtype(d.dtype).itemsize
+        d_bytes = nbytes(d)
         self._axes = tuple(i for i, x in enumerate(a.labels) if x not in d.labels)
         # The ufunc's axis argument: one axis as an int (a tuple of one cost a 4 x 4
         # float64 'ij->i' 1.49 us a call against 1.00 as an int, NumPy 2.4).

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gpu_tc.gemm import GemmLowering, Lowering, MultiplyLowering, lower
+from gpu_tc.memory import nbytes
 from gpu_tc.problem import ContractionProblem, TensorSpec
 
 from .cblas import matrix_layout
@@ -266,8 +267,7 @@ def _measure(
     # pieces: every byte of D written pays the short-run part of a copy's weight.
     written = 0.0
     if d == 0:
-        written = (math.prod(problem.d.extents) * np.dtype(problem.d.dtype).itemsize
-                   * (_weight(problem.d, chunks) - 1))
+        written = nbytes(problem.d) * (_weight(problem.d, chunks) - 1)
     # Counted where gpu_tc calls BLAS's gemm itself; with D staged, the older measurement
     # of 2 x 8 tiles against 4 x 4 stands.
     packing = n_outer * n_inner * _blas_packing(low, problem) if blas_adds else 0.0
