@@ -21,6 +21,7 @@ from .api import (
 from .backend import host_pool
 from .cache import CacheStats, PlanCache, plan_cache
 from .errors import (
+    AxesTypeError,
     AxisError,
     BackendError,
     CacheWarning,
@@ -47,6 +48,7 @@ from .plan import Plan
 from .version import __version__ as __version__
 
 __all__ = [
+    "AxesTypeError",
     "AxisError",
     "BackendError",
     "BinaryOp",

@@ -12,15 +12,26 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from . import warm
 from .backend import UNSCALED, backend_of_type
 from .cache import PLAN_CACHE
-from .call import Call, any_dask, bind, check_operators, check_out, checked_scalars, split_args
+from .call import (
+    Call,
+    any_dask,
+    bind,
+    check_addend_shape,
+    check_operators,
+    check_out,
+    checked_scalars,
+    split_args,
+)
 from .compose import EinsumPlan
 from .dtypes import checked_casting
 from .errors import ExpressionError, OperandError, OptionsError, OptionsTypeError
 from .expression import parse
-from .options import BinaryOp, Options, ReduceOp, UnaryOp
+from .options import BinaryOp, Options, ReduceOp, UnaryOp, check_options
 from .pairwise import path_choice
 from .plan import Plan
 from .planner import einsum_plan, reduce_warm_key, stage_plan, trace_plan, trace_warm_key
@@ -84,6 +95,7 @@ def einsum(
                     return fast(*args[1:])
                 return run(plan, backend, args[1:], None, UNSCALED, None)
     subscripts, operands = split_args(args)
+    check_options(options, f"einsum({subscripts!r})")
     if any_dask(operands):
         return _dask_einsum(subscripts, operands, out, dtype=dtype, order=order,
                             casting=casting, optimize=optimize, options=options)
@@ -137,13 +149,16 @@ def contract(
         raise ExpressionError(f"contract takes exactly two terms, got {subscripts!r}")
     if beta != 0 and c is None:
         raise OperandError(f"beta={beta!r} needs c in contract({subscripts!r})")
+    context = f"contract({subscripts!r})"
+    check_options(options, context)
     if any_dask([a, b, c]):
         result = _dask_einsum(subscripts, [a, b], out, options=options)
-        scalars = checked_scalars(f"contract({subscripts!r})", result.dtype.char,
-                                  alpha=alpha, beta=beta)
+        scalars = checked_scalars(subscripts, result.dtype.char, alpha=alpha, beta=beta)
         result = result if scalars.alpha == 1 else result * scalars.alpha
-        return result if scalars.beta == 0 else result + scalars.beta * c
-    context = f"contract({subscripts!r})"
+        if scalars.beta == 0:
+            return result
+        check_addend_shape(np.shape(c), result.shape, context)
+        return result + scalars.beta * c
     call = bind([a, b], out, context, c if beta != 0 else None)
     plan = einsum_plan(call, subscripts, options)
     addend = call.addend(plan.program.output)
@@ -329,6 +344,7 @@ def prepare(
         np.float64(4.0)
     """
     subscripts, operands = split_args(args)
+    check_options(options, f"prepare({subscripts!r})")
     call = bind(operands, out, f"prepare({subscripts!r})")
     plan = _keyword_plan(call, subscripts, options, dtype, order, casting, optimize)
     layouts = [call.backend.layout(x) for x in call.operands]

@@ -156,12 +156,18 @@ class Call:
         if c is None:
             return None
         layout = self.backend.layout(c)
-        if layout.shape != output.extents:
-            raise ShapeError(
-                f"c has shape {layout.shape} but the result has shape {output.extents} in "
-                f"{self.context}"
-            )
+        check_addend_shape(layout.shape, output.extents, self.context)
         return c if layout.dtype == output.dtype else self.backend.cast(c, output.dtype)
+
+
+def check_addend_shape(shape: tuple[int, ...], result_shape: tuple[int, ...],
+                       context: str) -> None:
+    """Raise ShapeError unless ``c`` has the result's shape (no broadcasting)."""
+    if tuple(shape) != tuple(result_shape):
+        raise ShapeError(
+            f"c has shape {tuple(shape)} but the result has shape {tuple(result_shape)} in "
+            f"{context}"
+        )
 
 
 def bind(operands: Sequence[Any], out: Any, context: str, c: Any = None) -> Call:
@@ -222,8 +228,9 @@ def check_out(backend: Backend, out: Any, context: str) -> None:
 def checked_scalars(context: str, dtype: str, **values: Any) -> Scalars:
     """The call's scalars (alpha, beta, gamma) as numbers of the compute dtype's kind.
 
-    Each must be a number: real for a real dtype, whole and within range for an integer
-    dtype (kept exact, never through a float) and 0 or 1 for bool.
+    Each must be a number: real for a real dtype (a complex one with no imaginary part
+    is taken as its real part), whole and within range for an integer dtype (kept
+    exact, never through a float) and 0 or 1 for bool.
 
     Raises:
         DTypeError: one is not.
@@ -238,7 +245,10 @@ def checked_scalars(context: str, dtype: str, **values: Any) -> Scalars:
                 f"{name}={value!r} is complex but the result dtype {np.dtype(dtype)} is real "
                 f"in {context!r}"
             )
-        checked[name] = value if kind in "fc" else _whole(name, value, dtype, context)
+        if kind == "f" and isinstance(value, (complex, np.complexfloating)):
+            checked[name] = value.real
+        else:
+            checked[name] = value if kind in "fc" else _whole(name, value, dtype, context)
     return Scalars(**checked)
 
 

@@ -31,6 +31,11 @@ class AxisError(ShapeError, np.exceptions.AxisError):
     ValueError and an IndexError)."""
 
 
+class AxesTypeError(ShapeError, TypeError):
+    """An ``axes`` argument that is neither an int nor a sequence of ints (numpy raises
+    TypeError)."""
+
+
 class DTypeError(GpuTcError, TypeError):
     """An operand or output has a dtype gpu_tc does not compute."""
 

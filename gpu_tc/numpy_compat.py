@@ -24,7 +24,7 @@ import numpy as np
 
 from .api import einsum
 from .call import any_dask, bind
-from .errors import AxisError, ShapeError
+from .errors import AxesTypeError, AxisError, ShapeError
 
 _LABELS = string.ascii_letters
 
@@ -51,7 +51,9 @@ def _axis_list(axes: Any, name: str, context: str) -> list[int]:
     try:
         return [operator.index(axis) for axis in axes]
     except TypeError:
-        raise ShapeError(f"{name} must be an int or a sequence of ints in {context}") from None
+        raise AxesTypeError(
+            f"{name} must be an int or a sequence of ints, got {axes!r} in {context}"
+        ) from None
 
 
 def _normalise(axes: list[int], rank: int, name: str, context: str) -> list[int]:
@@ -71,19 +73,22 @@ def _contracted_axes(
     try:
         count = operator.index(axes)
     except TypeError:
+        message = f"axes must be an int or a pair of axis sequences, got {axes!r} in {context}"
         try:
             side_a, side_b = axes
-        except (TypeError, ValueError):
-            raise ShapeError(
-                f"axes must be an int or a pair of axis sequences, got {axes!r} in {context}"
-            ) from None
+        except TypeError:
+            raise AxesTypeError(message) from None
+        except ValueError:
+            raise ShapeError(message) from None
         list_a = _axis_list(side_a, "axes[0]", context)
         list_b = _axis_list(side_b, "axes[1]", context)
     else:
-        if count < 0 or count > min(rank_a, rank_b):
-            raise ShapeError(
-                f"axes={count} needs 0 <= axes <= min(rank a, rank b) = "
-                f"{min(rank_a, rank_b)} in {context}"
+        if count < 0:
+            raise ShapeError(f"axes={count} is negative in {context}")
+        if count > min(rank_a, rank_b):
+            raise AxisError(
+                f"axes={count} is more than min(rank a, rank b) = {min(rank_a, rank_b)} "
+                f"in {context}"
             )
         list_a, list_b = list(range(rank_a - count, rank_a)), list(range(count))
     if len(list_a) != len(list_b):
@@ -106,7 +111,8 @@ def tensordot(a: Any, b: Any, axes: int | Sequence[Any] = 2) -> Any:
         The free axes of ``a`` then those of ``b``, as numpy.tensordot orders them.
 
     Raises:
-        AxisError: an axis out of range.
+        AxisError: an axis, or a count of axes, out of range (numpy's IndexError).
+        AxesTypeError: ``axes`` or an axis of the wrong type (a TypeError).
         ShapeError: bad axes, or contracted extents that differ.
 
     Example:
@@ -149,6 +155,7 @@ def transpose(a: Any, axes: Sequence[int] | None = None) -> Any:
 
     Raises:
         AxisError: an axis out of range.
+        AxesTypeError: an axis that is not an int (a TypeError).
         ShapeError: ``axes`` is not a permutation of ``a``'s axes.
 
     Example:

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Any
 
-from .errors import OptionsError
+import numpy as np
+
+from .errors import OptionsError, OptionsTypeError
 
 
 class UnaryOp(enum.IntEnum):
@@ -87,10 +90,13 @@ class Options:
     def __post_init__(self) -> None:
         for name in ("workspace_limit", "memory_limit"):
             value = getattr(self, name)
-            if value is not None and (
-                not isinstance(value, int) or isinstance(value, bool) or value < 0
-            ):
+            if value is None:
+                continue
+            if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)):
+                raise OptionsTypeError(f"{name} must be an int or None, got {value!r}")
+            if value < 0:
                 raise OptionsError(f"{name} must be a non-negative int or None, got {value!r}")
+            object.__setattr__(self, name, int(value))  # a NumPy integer as a plain int
         if not isinstance(self.allow_cublas, bool):
             raise OptionsError(f"allow_cublas must be a bool, got {self.allow_cublas!r}")
         if self.chunk_sums not in CHUNK_SUMS:
@@ -99,3 +105,12 @@ class Options:
 
 
 DEFAULT_OPTIONS = Options()
+
+
+def check_options(options: Any, context: str) -> None:
+    """Raise OptionsTypeError unless ``options`` is an :class:`Options` or None."""
+    if options is not None and not isinstance(options, Options):
+        raise OptionsTypeError(
+            f"options must be a gpu_tc.Options or None, got {type(options).__name__} "
+            f"{options!r} in {context}"
+        )

@@ -130,6 +130,29 @@ def test_contract_and_tensordot_on_dask():
     np.testing.assert_allclose(dot.compute(scheduler="sync"), a @ b, rtol=1e-12)
 
 
+@pytest.mark.parametrize("subscripts, shape, chunks", [
+    ("ii->i", (6, 6), (2, 3)),
+    ("ijij,ik->jk", (6, 7, 6, 7), (4, 3, 3, 2)),
+    ("iijj->ij", (6, 6, 7, 7), (4, 2, 3, 4)),
+])
+def test_a_repeated_label_chunked_unlike_within_one_operand(subscripts, shape, chunks):
+    rng = np.random.default_rng(5)
+    x, y = random_array(rng, shape, "float64"), random_array(rng, (6, 5), "float64")
+    operands = [x, y][:subscripts.count(",") + 1]
+    lazy = gpu_tc.einsum(subscripts, _dask(x, chunks), *operands[1:])
+    exact, scale = reference_einsum(subscripts, *operands)
+    assert_close(lazy.compute(scheduler="sync"), exact, "float64", scale)
+
+
+@pytest.mark.parametrize("c_shape", [(5,), (1, 3, 5), (2, 1, 1), (3, 3)])
+def test_contract_on_dask_refuses_a_c_of_another_shape(c_shape):
+    """As on NumPy operands: c is not broadcast."""
+    a, b = _dask(np.ones((3, 4)), 2), _dask(np.ones((4, 5)), 2)
+    with pytest.raises(ShapeError, match=rf"c has shape \({c_shape[0]},.* but the result has "
+                                         r"shape \(3, 5\) in contract\('ij,jk->ik'\)"):
+        gpu_tc.contract("ij,jk->ik", a, b, beta=1, c=np.ones(c_shape))
+
+
 def test_dask_errors_name_the_expression():
     a = _dask(np.ones((4, 5)), 2)
     with pytest.raises(ShapeError, match="label 'b' has extent 5"):

@@ -68,6 +68,17 @@ def test_tiled_contraction_matches_the_reference_and_stays_under_the_limit(limit
         assert "tiles" in plan.reason
 
 
+def test_a_numpy_integer_limit_is_the_same_limit():
+    """A limit computed with NumPy (an np.int64) keys and bounds plans as the int does."""
+    options = Options(memory_limit=np.int64(4_000))
+    assert options == Options(memory_limit=4_000) and type(options.memory_limit) is int
+    a, b = _operands(PACKED, EXTENTS)
+    exact, scale = reference_einsum(PACKED, a, b)
+    plan = gpu_tc.prepare(PACKED, a, b, options=options)
+    assert_close(plan.execute(a, b), exact, "d", scale)
+    assert plan.temporary_bytes <= 4_000 and "tiles" in plan.reason
+
+
 def test_unbounded_plan_reports_its_whole_copies():
     a, b = _operands(PACKED, EXTENTS)
     plan = gpu_tc.prepare(PACKED, a, b, options=Options(memory_limit=1 << 40))

@@ -61,23 +61,35 @@ def test_tensordot_of_scalars():
 
 
 @pytest.mark.parametrize(
-    "axes, match",
+    "axes, builtin, match",
     [
-        (([0], [0]), "differ"),
-        (([1, 2], [0]), "axes\\[0\\] has 2 axes but axes\\[1\\] has 1"),
-        (([3], [0]), "out of range"),
-        (([1, 1], [0, 1]), "repeats an axis"),
-        (4, "0 <= axes <= min"),
-        (-1, "0 <= axes <= min"),
-        ((1, 2, 3), "int or a pair"),
-        ("ab", "axes\\[0\\] must be an int"),
-        (([0.5], [0]), "int or a sequence of ints"),
+        (([0], [0]), ValueError, "differ"),
+        (([1, 2], [0]), ValueError, "axes\\[0\\] has 2 axes but axes\\[1\\] has 1"),
+        (([3], [0]), IndexError, "out of range"),
+        (([1, 1], [0, 1]), ValueError, "repeats an axis"),
+        (4, IndexError, "axes=4 is more than min\\(rank a, rank b\\) = 3"),
+        ((1, 2, 3), ValueError, "int or a pair"),
+        ("ab", TypeError, "axes\\[0\\] must be an int"),
+        (([0.5], [0]), TypeError, "int or a sequence of ints, got \\[0.5\\]"),
+        ((1.0, 0), TypeError, "axes\\[0\\] must be an int"),
+        (1.0, TypeError, "int or a pair of axis sequences, got 1.0"),
+        (None, TypeError, "int or a pair of axis sequences, got None"),
     ],
 )
-def test_tensordot_bad_axes(axes, match):
+def test_tensordot_bad_axes_raise_what_numpy_raises(axes, builtin, match):
     a, b = np.ones((2, 3, 4)), np.ones((4, 3, 5))
-    with pytest.raises(ShapeError, match=match):
+    with pytest.raises(builtin):
+        np.tensordot(a, b, axes)
+    with pytest.raises(ShapeError, match=match) as info:
         gpu_tc.tensordot(a, b, axes)
+    assert isinstance(info.value, builtin)
+
+
+def test_tensordot_refuses_a_negative_count():
+    """numpy.tensordot(a, b, -1) returns an outer product (range(-1) is empty), which
+    its documentation does not describe; gpu_tc refuses it."""
+    with pytest.raises(ShapeError, match="axes=-1 is negative"):
+        gpu_tc.tensordot(np.ones((2, 3)), np.ones((3, 4)), -1)
 
 
 @pytest.mark.parametrize(
@@ -139,14 +151,18 @@ def test_transpose_of_a_strided_view(rng):
 
 
 @pytest.mark.parametrize(
-    "axes, match",
-    [((0, 0), "repeats an axis"), ((0,), "do not match"), (1, "do not match"),
-     ((0, 2), "out of range"),
-     ("ab", "int or a sequence of ints")],
+    "axes, builtin, match",
+    [((0, 0), ValueError, "repeats an axis"), ((0,), ValueError, "do not match"),
+     (1, ValueError, "do not match"), ((0, 2), IndexError, "out of range"),
+     ("ab", TypeError, "int or a sequence of ints"),
+     ((1.0, 0), TypeError, "int or a sequence of ints")],
 )
-def test_transpose_bad_axes(axes, match):
-    with pytest.raises(ShapeError, match=match):
+def test_transpose_bad_axes_raise_what_numpy_raises(axes, builtin, match):
+    with pytest.raises(builtin):
+        np.transpose(np.ones((2, 3)), axes)
+    with pytest.raises(ShapeError, match=match) as info:
         gpu_tc.transpose(np.ones((2, 3)), axes)
+    assert isinstance(info.value, builtin)
 
 
 def test_public_names():

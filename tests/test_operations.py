@@ -189,6 +189,27 @@ def test_contract_handcomputed():
     assert gpu_tc.contract("ij,jk->ik", z, z, alpha=1j).item() == -1j
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("scalar", [2 + 0j, np.complex128(2), np.complex64(2)],
+                         ids=["complex", "complex128", "complex64"])
+def test_a_complex_scalar_with_no_imaginary_part_scales_real_data(scalar, dtype):
+    """As numpy's ``2 * x`` would not, but gpu_tc's check promises: a complex scalar
+    whose imaginary part is 0 is its real part on real data, on every operation."""
+    a = np.arange(12.0, dtype=dtype).reshape(3, 4)
+    c = np.ones((3, 3), dtype)
+    cases = [
+        (gpu_tc.contract("ij,kj->ik", a, a, alpha=scalar, beta=scalar, c=c), 2 * (a @ a.T) + 2),
+        (gpu_tc.permute("ij->ji", a, alpha=scalar), 2 * a.T),
+        (gpu_tc.reduce("ij->i", a, alpha=scalar), 2 * a.sum(axis=1)),
+        (gpu_tc.elementwise_binary("ij,ij->ij", a, a, alpha=scalar, gamma=scalar), 4 * a),
+        (gpu_tc.elementwise_trinary("ij,ij,ij->ij", a, a, a, alpha=scalar, beta=scalar,
+                                    gamma=scalar), 6 * a),
+    ]
+    for got, expected in cases:
+        assert got.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
 # --- permute -----------------------------------------------------------------------
 
 PERMUTATIONS = [

@@ -13,7 +13,8 @@ chunked; their partial products are added in one of two ways:
   c=out, out=out)`` for two operands), so partial products never pile up.
 
 Chunks that differ along a shared label are rechunked to a common chunking (dask's
-``unify_chunks``); extents that differ are a :class:`ShapeError`.
+``unify_chunks``; within one operand, as the label's first axis); extents that differ
+are a :class:`ShapeError`.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def lazy_einsum(
     arrays = [x if is_dask_array(x) else da.from_array(np.asarray(x)) for x in operands]
     expression = expand(parse(subscripts), tuple(x.ndim for x in arrays)).lettered()
     extents = _extents(expression, arrays)
-    arrays = [_broadcast(x, term, extents) for x, term in zip(arrays, expression.terms)]
+    arrays = [_diagonal_chunks(_broadcast(x, term, extents), term)
+              for x, term in zip(arrays, expression.terms)]
     summed = "".join(x for x in expression.labels if x not in expression.output)
     pairs = [item for x, term in zip(arrays, expression.terms) for item in (x, term)]
     _, arrays = da.core.unify_chunks(*pairs)
@@ -124,6 +126,19 @@ def _broadcast(x: Any, term: str, extents: dict[str, int]) -> Any:
     import dask.array as da
 
     return da.broadcast_to(x, shape)
+
+
+def _diagonal_chunks(x: Any, term: str) -> Any:
+    """``x`` with the axes of a label repeated in ``term`` chunked as its first axis of
+    that label (dask's ``unify_chunks`` unifies a label across operands, not within
+    one)."""
+    first: dict[str, int] = {}
+    changes = {}
+    for axis, label in enumerate(term):
+        first.setdefault(label, axis)
+        if x.chunks[axis] != x.chunks[first[label]]:
+            changes[axis] = x.chunks[first[label]]
+    return x.rechunk(changes) if changes else x
 
 
 def _partial_block(*blocks: Any, kernel: Callable[..., Any], expression: str, n_summed: int,
