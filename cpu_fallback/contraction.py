@@ -118,9 +118,13 @@ class CpuContractionPlan(PlanDefaults):
         return f"CpuContractionPlan(route={self.route!r}, reason={self.reason!r})"
 
     def execute(self, inputs: Any, d: Any, scalars: Scalars, c: Any) -> None:
-        """Write the result into ``d``; ``c`` (D's shape) is read when beta != 0."""
+        """Write the result into ``d``; ``c`` (D's shape) is read when beta != 0, A and B
+        when alpha != 0 (as BLAS's gemm: whatever they hold, D = beta * C)."""
         a, b = inputs
         alpha, beta = scalars.alpha, scalars.beta
+        if alpha == 0:
+            write_scaled(None, d, alpha, beta, c)
+            return
         tiled = self._tiled[beta != 0]
         if tiled is not None:
             tiled.execute(a, b, d, scalars, c)

@@ -135,7 +135,9 @@ def contract(
     Args:
         subscripts: Two terms, e.g. ``"abcd,dbea->ec"``.
         a, b: The operands.
-        alpha, beta: Scalars; complex values need a complex result dtype.
+        alpha, beta: Scalars; complex values need a complex result dtype. As in BLAS's
+            gemm, A and B count only where ``alpha != 0`` and c only where
+            ``beta != 0``: an inf or nan there is not seen (numpy's ``0 * inf`` is nan).
         c: Added when ``beta != 0``; the result's shape. May be ``out`` itself.
         out: Where to write D.
 
@@ -154,7 +156,10 @@ def contract(
     if any_dask([a, b, c]):
         result = _dask_einsum(subscripts, [a, b], out, options=options)
         scalars = checked_scalars(subscripts, result.dtype.char, alpha=alpha, beta=beta)
-        result = result if scalars.alpha == 1 else result * scalars.alpha
+        if scalars.alpha == 0:  # as on NumPy operands: A and B do not count
+            result = result.map_blocks(np.zeros_like, dtype=result.dtype)
+        elif scalars.alpha != 1:
+            result = result * scalars.alpha
         if scalars.beta == 0:
             return result
         check_addend_shape(np.shape(c), result.shape, context)
@@ -352,7 +357,8 @@ def prepare(
     def plan_for(other: Call) -> EinsumPlan:
         return _keyword_plan(other, subscripts, options, dtype, order, casting, optimize)
 
-    return Plan(subscripts, plan, call.backend, layouts, out, plan_for)
+    overlaps = out is not None and any(call.backend.overlaps(out, x) for x in call.operands)
+    return Plan(subscripts, plan, call.backend, layouts, out, plan_for, overlaps)
 
 
 def _keyword_plan(

@@ -21,6 +21,7 @@ from .errors import (
     DTypeError,
     ExpressionError,
     OperandError,
+    OperandValueError,
     OutputError,
     OutputTypeError,
     ShapeError,
@@ -146,18 +147,16 @@ class Call:
         return spec.permuted(labels) if order == "F" else spec
 
     def addend(self, output: TensorSpec) -> Any:
-        """``c`` checked against the result's layout, cast to its dtype where needed
-        (None without one).
+        """``c`` checked against the result's shape (None without one); run() casts it
+        where its dtype differs.
 
         Raises:
             ShapeError: ``c`` has another shape.
         """
         c = self.c
-        if c is None:
-            return None
-        layout = self.backend.layout(c)
-        check_addend_shape(layout.shape, output.extents, self.context)
-        return c if layout.dtype == output.dtype else self.backend.cast(c, output.dtype)
+        if c is not None:
+            check_addend_shape(self.backend.layout(c).shape, output.extents, self.context)
+        return c
 
 
 def check_addend_shape(shape: tuple[int, ...], result_shape: tuple[int, ...],
@@ -193,14 +192,16 @@ def adopt(backend: Backend, operands: Sequence[Any]) -> list[Any]:
     """The operands as ``backend``'s arrays.
 
     Raises:
-        OperandError: one cannot be an array.
+        OperandError: one cannot be an array (OperandValueError, a ValueError too, where
+            its values cannot: a ragged list).
     """
     adopted = []
     for index, x in enumerate(operands):
         try:
             adopted.append(backend.adopt(x))
         except Exception as err:  # noqa: BLE001 - any conversion failure is bad input
-            raise OperandError(f"operand {index} cannot be read as an array: {err}") from err
+            error = OperandValueError if isinstance(err, ValueError) else OperandError
+            raise error(f"operand {index} cannot be read as an array: {err}") from err
     return adopted
 
 

@@ -44,6 +44,11 @@ class OperandError(GpuTcError, TypeError):
     """Operands of different array types, devices or unknown kinds were mixed."""
 
 
+class OperandValueError(OperandError, ValueError):
+    """An operand whose values cannot form an array, e.g. a ragged nested list (numpy
+    raises ValueError)."""
+
+
 class TransferError(GpuTcError, ValueError):
     """An operand cannot be sent to the workers of a distributed contraction."""
 

@@ -88,7 +88,6 @@ def _canonical_text(terms: tuple[str, ...], output: str) -> str:
     return ",".join(t.translate(relabel) for t in terms) + "->" + output.translate(relabel)
 
 
-@functools.lru_cache(maxsize=4096)
 def parse(subscripts: str) -> ParsedSubscripts:
     """Parse the syntax of an einsum subscripts string.
 
@@ -106,10 +105,16 @@ def parse(subscripts: str) -> ParsedSubscripts:
         ExpressionError: a misplaced "->" or ".", an invalid character, an output
             label given twice or missing from every term.
     """
-    if not isinstance(subscripts, str):
+    if not isinstance(subscripts, str):  # before the cache, which hashes it
         raise ExpressionTypeError(
             f"subscripts must be a str, got {type(subscripts).__name__}"
         )
+    return _parse(subscripts)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(subscripts: str) -> ParsedSubscripts:
+    """:func:`parse` of a str."""
     text = subscripts
     if (
         text.count("->") > 1

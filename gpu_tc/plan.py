@@ -12,7 +12,7 @@ from .errors import OutputError, PlanStateError, ShapeError
 from .expression import expand, parse
 from .memory import nbytes
 from .problem import OperandLayout
-from .run import run
+from .run import ASIDE, check_room, run
 from .strides import same_layout
 
 # The most layouts of ``out`` a held plan keeps plans for (then it starts again).
@@ -45,15 +45,28 @@ class Plan:
         layouts: Sequence[OperandLayout],
         out: Any,
         plan_for: Callable[[Call], EinsumPlan],
+        out_overlaps: bool = False,
     ) -> None:
         """``plan_for(call)``: the plan of the same einsum and keywords for a call with
-        an ``out``."""
+        an ``out``; ``out_overlaps``: ``out`` shares memory with an operand.
+
+        Raises:
+            MemoryLimitError: ``out`` cannot take the result in place, and the result
+                set aside does not fit the plan's ``memory_limit``.
+        """
         self.subscripts = subscripts
         self.backend = backend.name
         self._plan: EinsumPlan | None = plan
         self._backend = backend
         self._layouts = tuple(layouts)
         self._out_layout = None if out is None else backend.layout(out)
+        self._out_aside = self._out_layout is not None and (
+            out_overlaps
+            or not same_layout(plan.output, self._out_layout.strides)
+            or self._out_layout.dtype != plan.output.dtype
+        )
+        if self._out_aside:
+            check_room(plan, nbytes(plan.output), ASIDE)
         # The cached plan may have been built for equivalent subscripts with other letters.
         built = plan.program.expression.labels
         mine = expand(parse(subscripts), tuple(len(x.shape) for x in layouts)).labels
@@ -78,13 +91,10 @@ class Plan:
     def temporary_bytes(self) -> int:
         """The most memory one execution takes besides its result and ``out``: copies of
         operands, intermediates, workspace (predicted when the plan was made; an ``out``
-        the plan cannot write in place adds a result-sized temporary)."""
+        the plan cannot write in place, or one that overlaps an operand, adds a
+        result-sized temporary)."""
         plan = self._live()
-        aside = self._out_layout is not None and (
-            not same_layout(plan.output, self._out_layout.strides)
-            or self._out_layout.dtype != plan.output.dtype
-        )
-        return plan.temporary_bytes + (nbytes(plan.output) if aside else 0)
+        return plan.temporary_bytes + (nbytes(plan.output) if self._out_aside else 0)
 
     def execute(self, *operands: Any, out: Any = None) -> Any:
         """Run the plan on operands laid out like the ones it was prepared for.

@@ -110,8 +110,10 @@ def einsum(subscripts: str, *operands: Any) -> np.ndarray:
 def contract(
     subscripts: str, a: Any, b: Any, alpha: complex = 1, beta: complex = 0, c: Any = None
 ) -> np.ndarray:
-    """alpha * einsum(subscripts, a, b) + beta * c."""
-    result = alpha * einsum(subscripts, a, b)
+    """alpha * einsum(subscripts, a, b) + beta * c, where a and b count only if alpha != 0
+    and c only if beta != 0 (as in BLAS's gemm: an inf or nan there is not seen)."""
+    result = einsum(subscripts, a, b)
+    result = alpha * result if alpha != 0 else np.zeros_like(result)
     return result + beta * _wide(c) if c is not None and beta != 0 else result
 
 

@@ -73,6 +73,21 @@ def allocate(backend: Backend, spec: TensorSpec) -> Any:
     return backend.view(buffer[-low:], spec, writable=True)
 
 
+def check_room(plan: Composed, extra: int, what: str) -> None:
+    """Raise MemoryLimitError where ``extra`` bytes of copies (``what``) and the plan's
+    own temporaries exceed its ``memory_limit``."""
+    need = plan.temporary_bytes + extra
+    if plan.memory_limit is not None and need > plan.memory_limit:
+        raise MemoryLimitError(
+            f"{plan.context}: {what} takes {need} bytes of temporaries with the plan's own, "
+            f"above memory_limit={plan.memory_limit} bytes",
+            need,
+        )
+
+
+ASIDE = "out cannot take the result in place, and the result aside"
+
+
 def run(
     plan: Composed,
     backend: Backend,
@@ -83,6 +98,13 @@ def run(
 ) -> Any:
     """Execute ``plan`` into ``out`` (checked by the call) or into a new result.
 
+    ``addend`` (C, of the result's shape) is copied in the compute dtype where its dtype
+    differs or ``out`` overlaps it (``out`` itself is read in place); such copies and a
+    result set aside count against the plan's ``memory_limit``.
+
+    Raises:
+        MemoryLimitError: those copies do not fit, before any work.
+
     Returns:
         ``out``, or the new result as the backend hands it to callers.
     """
@@ -90,30 +112,23 @@ def run(
         if scalars is UNSCALED and addend is None:
             if plan.fast is not None:
                 return plan.fast(*operands)
+        addend = _addend_as_read(plan, backend, addend, None, aside=False)
         result = allocate(backend, plan.output)
         plan.execute(operands, result, scalars, addend)
         if plan.converts:
             work, result = result, allocate(backend, replace(plan.output, dtype=plan.result.char))
             backend.copy_into(work, result)
         return backend.finish(result)
-    if addend is not None and addend is not out and backend.overlaps(out, addend):
-        addend = backend.cast(addend, plan.output.dtype)
     aside = (
         plan.converts
         or not same_layout(plan.output, backend.layout(out).strides)
         or any(backend.overlaps(out, x) for x in operands)
     )
+    addend = _addend_as_read(plan, backend, addend, out, aside)
     if not aside:
         plan.execute(operands, out, scalars, addend)
         return out
-    aside_bytes = plan.temporary_bytes + nbytes(plan.output)
-    if plan.memory_limit is not None and aside_bytes > plan.memory_limit:
-        raise MemoryLimitError(
-            f"{plan.context}: out cannot take the result in place, and "
-            f"the result aside takes {aside_bytes} bytes of temporaries with the plan's own, "
-            f"above memory_limit={plan.memory_limit} bytes",
-            aside_bytes,
-        )
+    check_room(plan, nbytes(plan.output), ASIDE)
     result = allocate(backend, plan.output)
     if addend is out:
         backend.copy_into(out, result)
@@ -121,3 +136,20 @@ def run(
     plan.execute(operands, result, scalars, addend)
     backend.copy_into(result, out)
     return out
+
+
+def _addend_as_read(plan: Composed, backend: Backend, addend: Any, out: Any,
+                    aside: bool) -> Any:
+    """``addend`` as the plan reads it: itself, or a copy in the compute dtype where
+    its dtype differs or ``out`` (not ``addend`` itself) overlaps it, checked against
+    ``memory_limit`` with a result set aside."""
+    if addend is None or addend is out:
+        return addend
+    copy = backend.layout(addend).dtype != plan.output.dtype or (
+        out is not None and backend.overlaps(out, addend))
+    if not copy:
+        return addend
+    what = f"a copy of c in {np.dtype(plan.output.dtype)}"
+    check_room(plan, nbytes(plan.output) * (2 if aside else 1),
+               what + " and the result aside" if aside else what)
+    return backend.cast(addend, plan.output.dtype)

@@ -144,6 +144,25 @@ def test_a_repeated_label_chunked_unlike_within_one_operand(subscripts, shape, c
     assert_close(lazy.compute(scheduler="sync"), exact, "float64", scale)
 
 
+def test_sliced_contraction_takes_lists_and_checks_its_keywords():
+    a = [[0.0, 1.0], [2.0, 3.0]]
+    got = distributed.contract("ij,jk->ik", a, a, memory_limit=np.int64(32))
+    np.testing.assert_array_equal(got, np.asarray(a) @ np.asarray(a))
+    three = [np.ones((3, 3))] * 3
+    with pytest.raises(gpu_tc.PathNameError, match="optimize='bogus' names no path search"):
+        distributed.plan("ij,jk,kl->il", *three, optimize="bogus")
+    with pytest.raises(gpu_tc.OptionsTypeError, match="memory_limit must be an int"):
+        distributed.plan("ij,jk,kl->il", *three, memory_limit=1e6)
+
+
+def test_contract_on_dask_with_alpha_zero_reads_neither_operand():
+    a = np.ones((4, 4))
+    a[1, 2] = np.inf
+    lazy = gpu_tc.contract("ij,jk->ik", _dask(a, 2), _dask(a, 2), alpha=0, beta=2,
+                           c=np.ones((4, 4)))
+    np.testing.assert_array_equal(lazy.compute(scheduler="sync"), 2.0)
+
+
 @pytest.mark.parametrize("c_shape", [(5,), (1, 3, 5), (2, 1, 1), (3, 3)])
 def test_contract_on_dask_refuses_a_c_of_another_shape(c_shape):
     """As on NumPy operands: c is not broadcast."""

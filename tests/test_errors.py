@@ -759,6 +759,21 @@ CASES = [
         r"memory_limit must be an int or None, got np\.True_",
     ),
     case(
+        "contract-subscripts-list",
+        lambda: gpu_tc.contract(["i", "i"], np.ones(2), np.ones(2)),
+        gpu_tc.ExpressionTypeError,
+        TypeError,
+        r"subscripts must be a str, got list",
+    ),
+    case(
+        "ragged-operand",
+        lambda: gpu_tc.trace([[1.0, 2.0], [3.0]]),
+        gpu_tc.OperandValueError,
+        ValueError,
+        r"operand 0 cannot be read as an array",
+        r"inhomogeneous",
+    ),
+    case(
         "einsum-options-dict",
         lambda: gpu_tc.einsum("ij,jk->ik", A, B, options={"memory_limit": 5}),
         gpu_tc.OptionsTypeError,

@@ -251,6 +251,46 @@ def test_an_out_the_plan_cannot_write_in_place_counts_its_temporary():
                       options=Options(memory_limit=100))
 
 
+def test_an_out_that_overlaps_an_operand_counts_its_temporary_when_prepared():
+    """The result is written aside (out is read while it is written): prepare() counts
+    that copy, and refuses it under a limit it does not fit, before any work."""
+    x = np.random.default_rng(5).standard_normal((40, 40))
+    plan = gpu_tc.prepare("ij,jk->ik", x, x, out=x)
+    assert plan.temporary_bytes >= x.nbytes
+    expected = x @ x
+    assert plan.execute(x, x, out=x) is x
+    np.testing.assert_allclose(x, expected, rtol=1e-12)
+    with pytest.raises(MemoryLimitError, match="out cannot take the result in place"):
+        gpu_tc.prepare("ij,jk->ik", x, x, out=x, options=Options(memory_limit=x.nbytes // 2))
+    apart = np.empty_like(x)  # the same layout, not overlapping: nothing aside
+    assert gpu_tc.prepare("ij,jk->ik", x, x, out=apart).temporary_bytes < x.nbytes
+
+
+@pytest.mark.parametrize("c_dtype", ["float32", "int64", "float64-overlapping-out"])
+def test_a_copy_of_c_counts_against_the_limit(c_dtype):
+    """contract copies c where its dtype differs from the result's, or where out
+    overlaps it: under a limit that copy does not fit, MemoryLimitError before any
+    work; under one it fits, the values of the unlimited call."""
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((40, 30)), rng.standard_normal((30, 50))
+    if c_dtype == "float64-overlapping-out":
+        whole = rng.standard_normal((40, 100))
+        c, out = whole[:, :50], whole[:, 25:75]  # out overlaps c but is not c
+    else:
+        c, out = rng.integers(-3, 3, (40, 50)).astype(c_dtype), np.full((40, 50), 7.0)
+    expected = 2 * (a @ b) - c
+    before = out.copy()
+    with pytest.raises(MemoryLimitError, match="a copy of c in float64") as info:
+        gpu_tc.contract("ij,jk->ik", a, b, alpha=2, beta=-1, c=c, out=out,
+                        options=Options(memory_limit=1_000))
+    assert info.value.need >= 40 * 50 * 8
+    np.testing.assert_array_equal(out, before)  # nothing ran
+    got = gpu_tc.contract("ij,jk->ik", a, b, alpha=2, beta=-1, c=c, out=out,
+                          options=Options(memory_limit=info.value.need))
+    assert got is out
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("value", [-1, 1.5, True, "1"])
 def test_memory_limit_must_be_a_non_negative_int(value):
     with pytest.raises(OptionsError, match="memory_limit"):

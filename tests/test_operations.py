@@ -189,6 +189,21 @@ def test_contract_handcomputed():
     assert gpu_tc.contract("ij,jk->ik", z, z, alpha=1j).item() == -1j
 
 
+@pytest.mark.parametrize("n", [3, 40, 200])
+@pytest.mark.parametrize("bad", [np.inf, np.nan])
+def test_alpha_zero_reads_neither_operand_on_any_route(n, bad):
+    """As BLAS's gemm, whatever the route (before, small sizes gave nan and large ones
+    1.0, by the engine a plan had timed): D = beta * C, the reference's answer too."""
+    a, b, c = np.ones((n, n)), np.ones((n, n)), np.full((n, n), 2.0)
+    a[0, 0] = bad
+    expected = reference.contract("ij,jk->ik", a, b, 0, 3, c)
+    np.testing.assert_array_equal(expected, 6.0)
+    for _ in range(3):  # through a plan's measured variants
+        got = gpu_tc.contract("ij,jk->ik", a, b, alpha=0, beta=3, c=c)
+        np.testing.assert_array_equal(got, 6.0)
+    np.testing.assert_array_equal(gpu_tc.contract("ij,jk->ik", a, b, alpha=0), 0.0)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("scalar", [2 + 0j, np.complex128(2), np.complex64(2)],
                          ids=["complex", "complex128", "complex64"])

@@ -13,7 +13,7 @@ Example:
     >>> from gpu_tc import distributed
     >>> a = np.ones((8, 8))
     >>> p = distributed.plan("ab,bc,ca->", a, a, a, memory_limit=8 * 8)
-    >>> p.sliced != "" and p.peak_bytes <= 64
+    >>> p.sliced != "" and p.largest_bytes <= 64
     True
     >>> float(p.execute(a, a, a))
     512.0
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Sequence
 from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from typing import Any
@@ -32,8 +33,9 @@ import opt_einsum
 
 from ..api import einsum, prepare
 from ..call import bind
-from ..errors import OptionsError, ShapeError, TransferError
+from ..errors import OptionsError, PathNameError, ShapeError, TransferError
 from ..expression import expand, parse
+from ..options import Options
 from ..plan import Plan
 from .executor import LocalClient, tree_sum
 
@@ -150,9 +152,13 @@ def plan(
 
     Raises:
         ShapeError: a label's extents differ between operands.
-        OptionsError: ``memory_limit`` is below what any slicing reaches.
+        OptionsError: ``memory_limit`` is not an int or None, or is below what any
+            slicing reaches.
+        PathNameError: ``optimize`` names no path search of opt_einsum.
     """
     context = f"distributed.contract({subscripts!r})"
+    memory_limit = Options(memory_limit=memory_limit).memory_limit  # its checks, as an int
+    operands = _as_arrays(operands)
     shapes = tuple(tuple(int(n) for n in x.shape) for x in operands)
     expression = expand(parse(subscripts), tuple(len(s) for s in shapes)).lettered()
     extents = _extents(expression.terms, shapes, context)
@@ -186,11 +192,19 @@ def contract(subscripts: str, *operands: Any, client: Any = None,
         >>> import numpy as np
         >>> from gpu_tc import distributed
         >>> a = np.arange(4.0).reshape(2, 2)
-        >>> distributed.contract("ij,jk->ik", a, a, memory_limit=16).tolist()
+        >>> distributed.contract("ij,jk->ik", a, a, memory_limit=32).tolist()
         [[2.0, 3.0], [6.0, 11.0]]
     """
+    operands = _as_arrays(operands)
     sliced = plan(subscripts, *operands, memory_limit=memory_limit, optimize=optimize)
     return sliced.execute(*operands, client=client)
+
+
+def _as_arrays(operands: Sequence[Any]) -> tuple[Any, ...]:
+    """Arrays (anything with a shape and dtype) as they are, array-likes (nested lists,
+    scalars) as NumPy arrays, as einsum takes them."""
+    return tuple(x if hasattr(x, "shape") and hasattr(x, "dtype") else np.asarray(x)
+                 for x in operands)
 
 
 def _extents(terms: tuple[str, ...], shapes: tuple[tuple[int, ...], ...],
@@ -217,7 +231,12 @@ def _tree(terms: tuple[str, ...], output: str, extents: dict[str, int], memory_l
         path: list[tuple[int, ...]] = [(0,)]
     else:
         text = ",".join(terms) + "->" + output
-        path = opt_einsum.contract_path(text, *shapes, shapes=True, optimize=optimize)[0]
+        try:
+            path = opt_einsum.contract_path(text, *shapes, shapes=True, optimize=optimize)[0]
+        except KeyError:
+            raise PathNameError(
+                f"optimize={optimize!r} names no path search of opt_einsum in {context}"
+            ) from None
     sizes = dict(extents)
     tree = cotengra.ContractionTree.from_path(inputs, tuple(output), sizes, path=path)
     if memory_limit is None:
