@@ -112,7 +112,8 @@ def run(
         if scalars is UNSCALED and addend is None:
             if plan.fast is not None:
                 return plan.fast(*operands)
-        addend = _addend_as_read(plan, backend, addend, None, aside=False)
+        if addend is not None:
+            addend = _addend_as_read(plan, backend, addend, None, aside=False)
         result = allocate(backend, plan.output)
         plan.execute(operands, result, scalars, addend)
         if plan.converts:
@@ -124,7 +125,8 @@ def run(
         or not same_layout(plan.output, backend.layout(out).strides)
         or any(backend.overlaps(out, x) for x in operands)
     )
-    addend = _addend_as_read(plan, backend, addend, out, aside)
+    if addend is not None:
+        addend = _addend_as_read(plan, backend, addend, out, aside)
     if not aside:
         plan.execute(operands, out, scalars, addend)
         return out
@@ -140,12 +142,12 @@ def run(
 
 def _addend_as_read(plan: Composed, backend: Backend, addend: Any, out: Any,
                     aside: bool) -> Any:
-    """``addend`` as the plan reads it: itself, or a copy in the compute dtype where
+    """``addend`` (not None) as the plan reads it: itself, or a copy in the compute dtype where
     its dtype differs or ``out`` (not ``addend`` itself) overlaps it, checked against
     ``memory_limit`` with a result set aside."""
-    if addend is None or addend is out:
+    if addend is out:
         return addend
-    copy = backend.layout(addend).dtype != plan.output.dtype or (
+    copy = backend.dtype(addend) != plan.output.dtype or (
         out is not None and backend.overlaps(out, addend))
     if not copy:
         return addend
